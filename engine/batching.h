@@ -1,0 +1,69 @@
+#pragma once
+// vmap levels and batch tags: the engine side of batching. The engine knows levels exist and
+// how to tag and untag tensors; vmap/ decides when.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "engine/dispatch.h"
+#include "engine/tensor.h"
+
+namespace td {
+
+Randomness parse_randomness(std::string_view s);  // "error" | "different" | "same"; ValueError
+const char* randomness_name(Randomness r);
+
+struct VmapLevel {
+  int level;           // 1 = outermost
+  int64_t batch_size;  // sets computed in this call (a chunk's size when chunked)
+  Randomness randomness;
+  int64_t set_offset;  // global index of this call's set 0 (chunking keeps draws per set)
+};
+
+// Pushes a level on this thread's stack for its lifetime.
+class VmapLevelScope {
+ public:
+  VmapLevelScope(int64_t batch_size, Randomness randomness, int64_t set_offset = 0);
+  ~VmapLevelScope();
+  VmapLevelScope(const VmapLevelScope&) = delete;
+  VmapLevelScope& operator=(const VmapLevelScope&) = delete;
+  int level() const { return level_; }
+
+ private:
+  int level_;
+};
+
+// Levels visible to ops now: while a rule runs at level L, levels >= L are hidden.
+std::span<const VmapLevel> active_levels();
+const VmapLevel* find_level(int level);  // nullptr if not visible
+
+// Hides levels >= level for its lifetime (dispatch uses it around a rule).
+class HideLevelsScope {
+ public:
+  explicit HideLevelsScope(int level);
+  ~HideLevelsScope();
+
+ private:
+  size_t saved_;
+};
+
+// Makes levels <= level visible again for its lifetime: a rule that decomposes an op into other
+// ops re-tags its inputs at its level and runs the composite with the level visible.
+class ShowLevelsScope {
+ public:
+  explicit ShowLevelsScope(int level);
+  ~ShowLevelsScope();
+
+ private:
+  size_t saved_;
+};
+
+// Tags logical dim `dim` of t as the batch dim of `level` (t must carry only lower levels).
+Tensor add_batch_tag(const Tensor& t, int level, int64_t dim);
+// Removes level's tag; the returned bdim is that dim's position among value's logical dims.
+Batched remove_batch_tag(const Tensor& t, int level);
+// True if t carries a tag for level.
+bool has_level(const Tensor& t, int level);
+
+}  // namespace td

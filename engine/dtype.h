@@ -1,0 +1,49 @@
+#pragma once
+// Element types and PyTorch's type promotion.
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace td {
+
+enum class DType : uint8_t { Bool, Int64, Float32, Float64 };
+
+constexpr DType kFloat32 = DType::Float32;
+constexpr DType kFloat64 = DType::Float64;
+constexpr DType kInt64 = DType::Int64;
+constexpr DType kBool = DType::Bool;
+
+size_t dtype_size(DType t);
+const char* dtype_name(DType t);  // "float32", ...
+bool is_floating(DType t);
+// PyTorch's promotion between two tensor operands: bool < int64 < float32 < float64.
+DType promote_types(DType a, DType b);
+// A tensor combined with a Python-like scalar: an integral tensor with a floating scalar
+// becomes the default float (float32); otherwise the tensor's type wins.
+DType promote_with_scalar(DType t, bool scalar_is_floating);
+std::ostream& operator<<(std::ostream& os, DType t);
+
+template <class T>
+constexpr DType dtype_of();
+template <>
+constexpr DType dtype_of<bool>() { return DType::Bool; }
+template <>
+constexpr DType dtype_of<int64_t>() { return DType::Int64; }
+template <>
+constexpr DType dtype_of<float>() { return DType::Float32; }
+template <>
+constexpr DType dtype_of<double>() { return DType::Float64; }
+
+// Calls f(T{}) with T the C++ type of dtype t.
+template <class F>
+decltype(auto) visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::Bool: return f(bool{});
+    case DType::Int64: return f(int64_t{});
+    case DType::Float32: return f(float{});
+    case DType::Float64: break;
+  }
+  return f(double{});
+}
+
+}  // namespace td

@@ -1,0 +1,45 @@
+#pragma once
+// td's exception types. Messages start with "[op]" and name the shapes involved.
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+// operator<< for Shape must be visible where cat_str is defined: Shape is a std::vector, so
+// argument-dependent lookup would not find it.
+#include "engine/shape.h"
+
+namespace td {
+
+struct KeyError : std::out_of_range {
+  using std::out_of_range::out_of_range;
+};
+struct IndexError : std::out_of_range {
+  using std::out_of_range::out_of_range;
+};
+struct ValueError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+struct TypeError : std::invalid_argument {
+  using std::invalid_argument::invalid_argument;
+};
+struct RuntimeError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+namespace detail {
+template <class... Args>
+std::string cat_str(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+}  // namespace detail
+
+// throw_error<ValueError>("[add] shapes ", a, " and ", b, " do not broadcast")
+template <class E, class... Args>
+[[noreturn]] void throw_error(Args&&... args) {
+  throw E(detail::cat_str(std::forward<Args>(args)...));
+}
+
+}  // namespace td

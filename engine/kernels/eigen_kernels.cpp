@@ -1,0 +1,198 @@
+// The GEMM bridge: the only file that includes Eigen. Operands are mapped in place with their
+// strides (a unit inner stride in either direction maps as a plain row- or column-major matrix,
+// so Eigen's packed GEMM, or OpenBLAS behind it with EIGEN_USE_BLAS, reads them directly);
+// results are fresh contiguous row-major tensors.
+#include <Eigen/Core>
+#include <algorithm>
+
+#include "engine/dispatch.h"
+#include "engine/kernels/kernels.h"
+
+namespace td::kernels {
+namespace {
+
+using Eigen::Dynamic;
+template <class T>
+using RowMat = Eigen::Matrix<T, Dynamic, Dynamic, Eigen::RowMajor>;
+template <class T>
+using ColMat = Eigen::Matrix<T, Dynamic, Dynamic, Eigen::ColMajor>;
+template <class T>
+using RowMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using ColMap = Eigen::Map<const ColMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
+template <class T>
+using StridedMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::Stride<Dynamic, Dynamic>>;
+template <class T>
+using OutMap = Eigen::Map<RowMat<T>, Eigen::Unaligned>;
+
+// A strided 2-D operand: rows x cols with element strides rs (between rows) and cs.
+template <class T>
+struct Operand {
+  const T* p;
+  int64_t rows, cols, rs, cs;
+};
+
+enum class Layout { Row, Col, Strided };
+
+// Strides of size-1 dims are arbitrary; normalise them so a unit inner stride is recognised.
+template <class T>
+Layout layout_of(Operand<T>& o) {
+  if ((o.cs == 1 || o.cols <= 1) && (o.rows <= 1 || o.rs >= o.cols)) {
+    o.cs = 1;
+    if (o.rows <= 1) o.rs = std::max<int64_t>(o.cols, 1);
+    return Layout::Row;
+  }
+  if ((o.rs == 1 || o.rows <= 1) && (o.cols <= 1 || o.cs >= o.rows)) {
+    o.rs = 1;
+    if (o.cols <= 1) o.cs = std::max<int64_t>(o.rows, 1);
+    return Layout::Col;
+  }
+  return Layout::Strided;
+}
+
+// Calls f(map) with the operand mapped as an Eigen matrix expression.
+template <class T, class F>
+void with_map(Operand<T> o, F&& f) {
+  switch (layout_of(o)) {
+    case Layout::Row:
+      f(RowMap<T>(o.p, o.rows, o.cols, Eigen::OuterStride<>(o.rs)));
+      return;
+    case Layout::Col:
+      f(ColMap<T>(o.p, o.rows, o.cols, Eigen::OuterStride<>(o.cs)));
+      return;
+    case Layout::Strided:
+      // Non-unit strides on both sides (e.g. a slice with a step, or an expanded dim): Eigen
+      // evaluates the map into packed panels itself.
+      f(StridedMap<T>(o.p, o.rows, o.cols, Eigen::Stride<Dynamic, Dynamic>(o.rs, o.cs)));
+      return;
+  }
+}
+
+template <class T>
+void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t bt = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  T* po = out.data<T>();
+  const T* pa = a.data<T>();
+  const T* pb = b.data<T>();
+  const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0);
+  const int64_t sb = b.size(0) == 1 ? 0 : b.stride(0);
+  for (int64_t i = 0; i < bt; ++i) {
+    OutMap<T> y(po + i * m * n, m, n);
+    if (k == 0) {
+      y.setZero();
+      continue;
+    }
+    Operand<T> oa{pa + i * sa, m, k, a.stride(1), a.stride(2)};
+    Operand<T> ob{pb + i * sb, k, n, b.stride(1), b.stride(2)};
+    with_map(oa,
+             [&](const auto& ma) { with_map(ob, [&](const auto& mb) { y.noalias() = ma * mb; }); });
+  }
+}
+
+template <class T>
+void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
+  const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
+  OutMap<T> y(out.data<T>(), n, m);
+  if (bias.defined()) {
+    Eigen::Map<const Eigen::Matrix<T, 1, Dynamic>, Eigen::Unaligned, Eigen::InnerStride<>> bv(
+        bias.data<T>(), 1, m, Eigen::InnerStride<>(m > 1 ? bias.stride(0) : 1));
+    y.rowwise() = bv;
+  } else {
+    y.setZero();
+  }
+  if (k == 0) return;
+  Operand<T> ox{x.data<T>(), n, k, x.stride(0), x.stride(1)};
+  // w^T is [K, M] with strides swapped: no transpose copy.
+  Operand<T> owt{w.data<T>(), k, m, w.stride(1), w.stride(0)};
+  with_map(ox, [&](const auto& mx) {
+    with_map(owt, [&](const auto& mwt) { y.noalias() += mx * mwt; });
+  });
+}
+
+// Integer matmul (no BLAS for it): a plain strided loop.
+void bmm_int(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t bt = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  int64_t* po = out.data<int64_t>();
+  const int64_t* pa = a.data<int64_t>();
+  const int64_t* pb = b.data<int64_t>();
+  const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0);
+  const int64_t sb = b.size(0) == 1 ? 0 : b.stride(0);
+  for (int64_t i = 0; i < bt; ++i)
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        int64_t acc = 0;
+        for (int64_t j = 0; j < k; ++j)
+          acc += pa[i * sa + r * a.stride(1) + j * a.stride(2)] *
+                 pb[i * sb + j * b.stride(1) + c * b.stride(2)];
+        po[(i * m + r) * n + c] = acc;
+      }
+}
+
+void check_gemm_dtype(const char* op, DType t) {
+  if (t == DType::Bool) throw_error<TypeError>("[", op, "] not implemented for bool tensors");
+}
+
+}  // namespace
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (a.dim() != 3 || b.dim() != 3)
+    throw_error<ValueError>("[bmm] expects 3-D operands, got ", a.shape(), " and ", b.shape());
+  if (a.dtype() != b.dtype())
+    throw_error<TypeError>("[bmm] dtype mismatch: ", a.dtype(), " and ", b.dtype());
+  check_gemm_dtype("bmm", a.dtype());
+  const int64_t ba = a.size(0), bb = b.size(0);
+  if (a.size(2) != b.size(1) || (ba != bb && ba != 1 && bb != 1))
+    throw_error<ValueError>("[bmm] shapes ", a.shape(), " and ", b.shape(),
+                            " cannot be multiplied");
+  const int64_t bt = ba == 1 ? bb : ba;
+  Tensor out = Tensor::empty({bt, a.size(1), b.size(2)}, a.dtype());
+  count_kernel(KernelKind::Gemm);
+  if (out.numel() == 0) return out;
+  switch (a.dtype()) {
+    case DType::Float32:
+      bmm_typed<float>(a, b, out);
+      break;
+    case DType::Float64:
+      bmm_typed<double>(a, b, out);
+      break;
+    default:
+      bmm_int(a, b, out);
+      break;
+  }
+  return out;
+}
+
+Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias) {
+  if (x.dim() != 2 || w.dim() != 2 || x.size(1) != w.size(1))
+    throw_error<ValueError>("[gemm_nt] shapes ", x.shape(), " and ", w.shape(),
+                            " do not give x @ w^T");
+  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0)))
+    throw_error<ValueError>("[gemm_nt] bias of shape ", bias.shape(), " for weight ", w.shape());
+  if (x.dtype() != w.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
+    throw_error<TypeError>("[gemm_nt] dtype mismatch: ", x.dtype(), " and ", w.dtype());
+  check_gemm_dtype("gemm_nt", x.dtype());
+  Tensor out = Tensor::empty({x.size(0), w.size(0)}, x.dtype());
+  count_kernel(KernelKind::Gemm);
+  if (out.numel() == 0) return out;
+  switch (x.dtype()) {
+    case DType::Float32:
+      gemm_nt_typed<float>(x, w, bias, out);
+      break;
+    case DType::Float64:
+      gemm_nt_typed<double>(x, w, bias, out);
+      break;
+    default: {
+      Tensor o3 = out.view({1, x.size(0), w.size(0)});
+      bmm_int(x.unsqueeze(0), w.t().unsqueeze(0), o3);
+      if (bias.defined()) {
+        int64_t* po = out.data<int64_t>();
+        const int64_t* pb = bias.data<int64_t>();
+        for (int64_t i = 0; i < x.size(0); ++i)
+          for (int64_t j = 0; j < w.size(0); ++j) po[i * w.size(0) + j] += pb[j * bias.stride(0)];
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace td::kernels

@@ -1,0 +1,41 @@
+#pragma once
+// The kernel bridges. Eigen is included only in eigen_kernels.cpp (GEMM), xtensor only in
+// xtensor_kernels.cpp (element-wise, broadcast, reduction). Inputs are unbatched tensors of
+// any strides; outputs are freshly allocated contiguous tensors unless `out` is given.
+#include <cstdint>
+
+#include "engine/tensor.h"
+
+namespace td::kernels {
+
+// dst (any strides, dst.shape() == src.shape() after broadcasting src) = src cast to dst's dtype.
+void copy_into(const Tensor& src, const Tensor& dst);
+
+enum class UnaryKind { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, GeluTanh,
+                       LogicalNot };
+// Result dtype `out_dtype`; computation in the promoted floating type where needed.
+Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype);
+Tensor clamp(const Tensor& x, double lo, double hi, bool has_lo, bool has_hi);
+
+enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
+                        LogicalAnd, LogicalOr };
+// Broadcasting; both inputs are first cast to compute_dtype, the result has out_dtype.
+Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b, DType compute_dtype,
+              DType out_dtype);
+// out op= b in place (b broadcast to out's shape).
+void binary_inplace(BinaryKind kind, const Tensor& out, const Tensor& b);
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, DType out_dtype);
+
+enum class ReduceKind { Sum, Mean, Var, Std, Amax, Amin, Argmax, Argmin };
+// dims normalised, non-empty, unique. `unbiased` for Var/Std.
+Tensor reduce(ReduceKind kind, const Tensor& x, const IntList& dims, bool keepdim,
+              bool unbiased);
+Tensor softmax(const Tensor& x, int64_t dim, bool log);
+
+// C[b] = A[b] @ B[b] for 3-D A [Bt, M, K] and B [Bt, K, N] (any strides; Bt may be 1 on either
+// side to broadcast). Counts one Gemm kernel.
+Tensor bmm(const Tensor& a, const Tensor& b);
+// y = x @ w^T + bias for x [N, K] and w [M, K] (any strides); bias [M] or undefined.
+Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias);
+
+}  // namespace td::kernels

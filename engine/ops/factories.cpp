@@ -1,0 +1,96 @@
+// Factories: fresh unbatched tensors from shapes, values and ranges.
+#include <cmath>
+
+#include "engine/dispatch.h"
+#include "engine/ops.h"
+
+namespace td {
+namespace {
+
+void fill_value(const Tensor& t, double value) {
+  visit_dtype(t.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    const T v = static_cast<T>(value);
+    const int64_t n = t.numel();
+    for (int64_t i = 0; i < n; ++i) p[i] = v;
+  });
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype) {
+  check_sizes("empty", shape);
+  return Tensor::empty(shape, dtype);
+}
+
+Tensor full(const Shape& shape, double value, DType dtype) {
+  check_sizes("full", shape);
+  Tensor t = Tensor::empty(shape, dtype);
+  fill_value(t, value);
+  return t;
+}
+
+Tensor zeros(const Shape& shape, DType dtype) {
+  check_sizes("zeros", shape);
+  return full(shape, 0.0, dtype);
+}
+Tensor ones(const Shape& shape, DType dtype) {
+  check_sizes("ones", shape);
+  return full(shape, 1.0, dtype);
+}
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
+Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+
+Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  if (step == 0) throw_error<ValueError>("[arange] step must be nonzero");
+  if (!std::isfinite(start) || !std::isfinite(end))
+    throw_error<ValueError>("[arange] start and end must be finite, got ", start, " and ", end);
+  if ((end - start) * step < 0)
+    throw_error<ValueError>("[arange] upper bound and lower bound inconsistent with step sign: ",
+                            "start=", start, " end=", end, " step=", step);
+  if (dtype == DType::Bool) throw_error<TypeError>("[arange] bool dtype is not supported");
+  const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  Tensor t = Tensor::empty({n}, dtype);
+  visit_dtype(dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
+}
+
+template <class T>
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+  check_sizes("tensor", shape);
+  if (shape_numel(shape) != static_cast<int64_t>(values.size()))
+    throw_error<ValueError>("[tensor] ", values.size(), " values do not fill shape ",
+                            shape_str(shape), " (", shape_numel(shape), " elements)");
+  Tensor t = Tensor::empty(shape, dtype_of<T>());
+  T* p = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = values[i];
+  return t;
+}
+template Tensor tensor<float>(const std::vector<float>&, const Shape&);
+template Tensor tensor<double>(const std::vector<double>&, const Shape&);
+template Tensor tensor<int64_t>(const std::vector<int64_t>&, const Shape&);
+template Tensor tensor<bool>(const std::vector<bool>&, const Shape&);
+
+Tensor tensor(std::initializer_list<float> values, const Shape& shape) {
+  return tensor(std::vector<float>(values), shape);
+}
+Tensor tensor(std::initializer_list<float> values) { return tensor(std::vector<float>(values)); }
+
+Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
+
+Tensor wrap_scalar(double value, const Tensor& like) {
+  const bool integral = std::isfinite(value) && value == std::floor(value);
+  const bool floating = !integral || is_floating(like.dtype());
+  return scalar_tensor(value, promote_with_scalar(like.dtype(), floating));
+}
+
+}  // namespace td

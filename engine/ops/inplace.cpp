@@ -1,0 +1,135 @@
+// In-place ops (write into input 0 and return it) and the whole-tensor comparisons
+// allclose/equal.
+#include <cmath>
+
+#include "engine/kernels/kernels.h"
+#include "engine/ops.h"
+#include "engine/ops/impls.h"
+
+namespace td {
+namespace {
+
+// PyTorch's can_cast: no float into an integer or bool, no integer into bool.
+bool can_cast(DType from, DType to) {
+  if (is_floating(from) && !is_floating(to)) return false;
+  if (from == DType::Int64 && to == DType::Bool) return false;
+  return true;
+}
+
+// The written tensor must be writable element by element: no dim of size > 1 with stride 0.
+void check_writable(const char* op, const Tensor& self) {
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (self.shape()[d] > 1 && self.strides()[d] == 0)
+      throw_error<RuntimeError>("[", op, "] cannot write into an expanded tensor of shape ",
+                                self.shape(),
+                                " (several elements share one memory location); "
+                                "clone it first");
+}
+
+void check_broadcasts_to(const char* op, const Tensor& self, const Tensor& other) {
+  Shape b = broadcast_shapes(op, self.shape(), other.shape());
+  if (b != self.shape())
+    throw_error<ValueError>("[", op, "] operand of shape ", other.shape(),
+                            " does not broadcast to the shape ", self.shape(),
+                            " of the tensor written in place");
+}
+
+std::vector<Tensor> binary_inplace(const char* op, kernels::BinaryKind kind,
+                                   std::span<const Tensor> in) {
+  const Tensor& self = in[0];
+  Tensor other = in[1];
+  check_broadcasts_to(op, self, other);
+  DType result = promote_types(self.dtype(), other.dtype());
+  if (!can_cast(result, self.dtype()))
+    throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
+                           " can't be cast to the desired output type ", dtype_name(self.dtype()));
+  check_writable(op, self);
+  if (other.shares_storage(self)) other = other.clone();  // reads must not see our writes
+  if (self.numel() > 0) kernels::binary_inplace(kind, self, other.to(self.dtype()));
+  return {self};
+}
+
+}  // namespace
+
+namespace impl {
+
+std::vector<Tensor> add__impl(std::span<const Tensor> in, const OpAttrs&) {
+  return binary_inplace("add_", kernels::BinaryKind::Add, in);
+}
+
+std::vector<Tensor> mul__impl(std::span<const Tensor> in, const OpAttrs&) {
+  return binary_inplace("mul_", kernels::BinaryKind::Mul, in);
+}
+
+std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
+  const Tensor& self = in[0];
+  Tensor src = in[1];
+  check_broadcasts_to("copy_", self, src);
+  check_writable("copy_", self);
+  if (src.shares_storage(self) && !src.is_same(self)) src = src.clone();
+  if (self.numel() > 0) kernels::copy_into(src, self);
+  return {self};
+}
+
+std::vector<Tensor> fill__impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& self = in[0];
+  check_writable("fill_", self);
+  Tensor v = Tensor::empty({}, DType::Float64);
+  *v.data<double>() = a.alpha;
+  if (self.numel() > 0) kernels::copy_into(v, self);
+  return {self};
+}
+
+}  // namespace impl
+
+Tensor& add_(Tensor& self, const Tensor& other) {
+  call_op1(OpId::add_, {self, other});
+  return self;
+}
+
+Tensor& mul_(Tensor& self, const Tensor& other) {
+  call_op1(OpId::mul_, {self, other});
+  return self;
+}
+
+Tensor& copy_(Tensor& self, const Tensor& src) {
+  call_op1(OpId::copy_, {self, src});
+  return self;
+}
+
+Tensor& fill_(Tensor& self, double value) {
+  OpAttrs a;
+  a.alpha = value;
+  call_op1(OpId::fill_, {self}, a);
+  return self;
+}
+
+bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  (void)a.raw_data();  // RuntimeError on a batched tensor: the answer would differ per set
+  (void)b.raw_data();
+  if (a.dtype() != b.dtype())
+    throw_error<TypeError>("[allclose] dtypes differ: ", a.dtype(), " and ", b.dtype(),
+                           " (as in PyTorch, convert one first)");
+  Shape s = broadcast_shapes("allclose", a.shape(), b.shape());
+  std::vector<double> va = a.expand(s).to_vector<double>();
+  std::vector<double> vb = b.expand(s).to_vector<double>();
+  for (size_t i = 0; i < va.size(); ++i) {
+    if (va[i] == vb[i]) continue;                // also equal infinities
+    const double err = std::abs(va[i] - vb[i]);  // PyTorch: only a finite error can be close
+    if (!(std::isfinite(err) && err <= atol + rtol * std::abs(vb[i]))) return false;
+  }
+  return true;
+}
+
+bool equal(const Tensor& a, const Tensor& b) {
+  (void)a.raw_data();
+  (void)b.raw_data();
+  if (a.shape() != b.shape()) return false;
+  if (!is_floating(a.dtype()) && !is_floating(b.dtype()))
+    return a.to_vector<int64_t>() == b.to_vector<int64_t>();
+  std::vector<double> va = a.to_vector<double>();
+  std::vector<double> vb = b.to_vector<double>();
+  return va == vb;
+}
+
+}  // namespace td

@@ -1,0 +1,134 @@
+// Joining and splitting: cat and stack copy into one fresh tensor; split and chunk return views.
+#include "engine/kernels/kernels.h"
+#include "engine/ops.h"
+#include "engine/ops/impls.h"
+
+namespace td {
+namespace {
+
+std::vector<Tensor> split_views(const Tensor& x, const IntList& sizes, int64_t dim) {
+  std::vector<Tensor> out;
+  out.reserve(sizes.size());
+  int64_t start = 0;
+  for (int64_t s : sizes) {
+    out.push_back(x.narrow(dim, start, s));
+    start += s;
+  }
+  return out;
+}
+
+}  // namespace
+
+namespace impl {
+
+std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  if (in.empty()) throw_error<ValueError>("[cat] expects a non-empty list of tensors");
+  const Tensor& first = in[0];
+  if (first.dim() == 0)
+    throw_error<ValueError>("[cat] zero-dimensional tensor (at index 0) cannot be concatenated");
+  const int64_t nd = first.dim();
+  const int64_t dim = normalize_dim("cat", a.dim, nd);
+  DType dtype = first.dtype();
+  Shape shape = first.shape();
+  shape[dim] = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const Tensor& t = in[i];
+    bool ok = t.dim() == nd;
+    for (int64_t d = 0; ok && d < nd; ++d) ok = d == dim || t.shape()[d] == first.shape()[d];
+    if (!ok)
+      throw_error<ValueError>("[cat] tensor at index ", i, " has shape ", t.shape(),
+                              " but tensor at index 0 has shape ", first.shape(),
+                              "; all dims except dim ", dim, " must match");
+    shape[dim] += t.shape()[dim];
+    dtype = promote_types(dtype, t.dtype());
+  }
+  Tensor out = Tensor::empty(shape, dtype);
+  int64_t start = 0;
+  for (const Tensor& t : in) {
+    const int64_t len = t.shape()[dim];
+    if (len > 0 && t.numel() > 0) kernels::copy_into(t, out.narrow(dim, start, len));
+    start += len;
+  }
+  return {out};
+}
+
+std::vector<Tensor> stack_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  if (in.empty()) throw_error<ValueError>("[stack] expects a non-empty list of tensors");
+  const int64_t dim = normalize_insert_dim("stack", a.dim, in[0].dim());
+  std::vector<Tensor> parts;
+  parts.reserve(in.size());
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (in[i].shape() != in[0].shape())
+      throw_error<ValueError>("[stack] tensor at index ", i, " has shape ", in[i].shape(),
+                              " but tensor at index 0 has shape ", in[0].shape(),
+                              "; stack needs equal shapes");
+    parts.push_back(in[i].unsqueeze(dim));
+  }
+  OpAttrs ca;
+  ca.dim = dim;
+  return cat_impl(parts, ca);
+}
+
+std::vector<Tensor> split_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  if (x.dim() == 0) throw_error<ValueError>("[split] cannot split a zero-dimensional tensor");
+  const int64_t dim = normalize_dim("split", a.dim, x.dim());
+  int64_t total = 0;
+  for (int64_t s : a.sizes) {
+    if (s < 0) throw_error<ValueError>("[split] negative section size in ", a.sizes);
+    total += s;
+  }
+  if (total != x.size(dim))
+    throw_error<ValueError>("[split] section sizes ", a.sizes, " sum to ", total, " but dim ", dim,
+                            " of shape ", x.shape(), " has size ", x.size(dim));
+  return split_views(x, a.sizes, dim);
+}
+
+}  // namespace impl
+
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  if (tensors.empty()) throw_error<ValueError>("[cat] expects a non-empty list of tensors");
+  return call_op(OpId::cat, tensors, a)[0];
+}
+
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  if (tensors.empty()) throw_error<ValueError>("[stack] expects a non-empty list of tensors");
+  return call_op(OpId::stack, tensors, a)[0];
+}
+
+std::vector<Tensor> split(const Tensor& x, const IntList& sizes, int64_t dim) {
+  OpAttrs a;
+  a.sizes = sizes;
+  a.dim = dim;
+  return call_op(OpId::split, std::span<const Tensor>(&x, 1), a);
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {
+  if (x.dim() == 0) throw_error<ValueError>("[split] cannot split a zero-dimensional tensor");
+  const int64_t size = x.size(normalize_dim("split", dim, x.dim()));
+  if (split_size < 0 || (split_size == 0 && size != 0))
+    throw_error<ValueError>("[split] split_size must be positive (or 0 for an empty dim), got ",
+                            split_size, " for dim of size ", size);
+  IntList sizes;
+  if (size == 0) {
+    sizes.push_back(0);
+  } else {
+    for (int64_t s = 0; s < size; s += split_size) sizes.push_back(std::min(split_size, size - s));
+  }
+  return split(x, sizes, dim);
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  if (chunks <= 0) throw_error<ValueError>("[chunk] chunks must be positive, got ", chunks);
+  if (x.dim() == 0) throw_error<ValueError>("[chunk] cannot chunk a zero-dimensional tensor");
+  const int64_t size = x.size(normalize_dim("chunk", dim, x.dim()));
+  // PyTorch: chunks of ceil(size / chunks); an empty dim gives `chunks` empty pieces.
+  if (size == 0) return split(x, IntList(chunks, 0), dim);
+  return split(x, (size + chunks - 1) / chunks, dim);
+}
+
+}  // namespace td

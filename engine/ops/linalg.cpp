@@ -1,0 +1,124 @@
+// matmul with PyTorch's full rules and linear; both end in one GEMM kernel.
+#include "engine/kernels/kernels.h"
+#include "engine/ops.h"
+#include "engine/ops/impls.h"
+
+namespace td {
+namespace {
+
+DType gemm_dtype(const char* op, DType a, DType b) {
+  DType t = promote_types(a, b);
+  if (t == DType::Bool) throw_error<TypeError>("[", op, "] not implemented for bool tensors");
+  return t;
+}
+
+[[noreturn]] void mismatch(const Tensor& a, const Tensor& b) {
+  throw_error<ValueError>("[matmul] shapes ", a.shape(), " and ", b.shape(),
+                          " cannot be multiplied");
+}
+
+// Batch dims of a and b broadcast (NumPy rules), or a ValueError naming both full shapes.
+Shape broadcast_batch(const Tensor& a, const Tensor& b, const Shape& ba, const Shape& bb) {
+  size_t n = std::max(ba.size(), bb.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t x = i < n - ba.size() ? 1 : ba[i - (n - ba.size())];
+    int64_t y = i < n - bb.size() ? 1 : bb[i - (n - bb.size())];
+    if (x != y && x != 1 && y != 1) mismatch(a, b);
+    out[i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// t [..., r, c] as [Bt, r, c] over the broadcast batch shape; [1, r, c] when t has no batch to
+// contribute (bmm broadcasts it), so shared operands are never materialised per batch.
+Tensor as_3d(const Tensor& t, const Shape& batch) {
+  int64_t r = t.size(-2), c = t.size(-1);
+  int64_t own = shape_numel(Shape(t.shape().begin(), t.shape().end() - 2));
+  if (own == 1) return t.reshape({1, r, c});
+  Shape full = batch;
+  full.push_back(r);
+  full.push_back(c);
+  return t.expand(full).reshape({shape_numel(batch), r, c});
+}
+
+Tensor matmul_nd(const Tensor& a0, const Tensor& b0) {
+  Tensor a = a0, b = b0;
+  const bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
+  if (a_vec) a = a.unsqueeze(0);   // [K] -> [1, K]
+  if (b_vec) b = b.unsqueeze(-1);  // [K] -> [K, 1]
+  const int64_t m = a.size(-2), k = a.size(-1), n = b.size(-1);
+  if (b.size(-2) != k) mismatch(a0, b0);
+
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_batch(a0, b0, ba, bb);
+  Tensor out;
+  if (bb.empty()) {
+    // [..., M, K] @ [K, N]: fold a's batch into M, one plain GEMM.
+    Tensor a3 = a.reshape({1, shape_numel(ba) * m, k});
+    out = kernels::bmm(a3, b.unsqueeze(0));
+  } else {
+    out = kernels::bmm(as_3d(a, batch), as_3d(b, batch));
+  }
+  Shape shape = batch;
+  if (!a_vec) shape.push_back(m);
+  if (!b_vec) shape.push_back(n);
+  return out.view(shape);
+}
+
+}  // namespace
+
+namespace impl {
+
+std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
+  if (in.size() != 2) throw_error<ValueError>("[matmul] expects 2 inputs, got ", in.size());
+  const Tensor &a0 = in[0], &b0 = in[1];
+  if (a0.dim() == 0 || b0.dim() == 0)
+    throw_error<ValueError>("[matmul] both arguments need at least 1 dim, got shapes ", a0.shape(),
+                            " and ", b0.shape());
+  DType t = gemm_dtype("matmul", a0.dtype(), b0.dtype());
+  Tensor a = a0.to(t), b = b0.to(t);
+  if (a.dim() == 1 && b.dim() == 1) {
+    if (a.size(0) != b.size(0)) mismatch(a0, b0);
+    return {kernels::bmm(a.view({1, 1, -1}), b.view({1, -1, 1})).view({})};
+  }
+  return {matmul_nd(a, b)};
+}
+
+std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs&) {
+  if (in.size() < 2 || in.size() > 3)
+    throw_error<ValueError>("[linear] expects 2 or 3 inputs, got ", in.size());
+  const Tensor& x0 = in[0];
+  const Tensor& w0 = in[1];
+  const Tensor b0 = in.size() > 2 ? in[2] : Tensor();
+  if (w0.dim() != 2)
+    throw_error<ValueError>("[linear] weight must be 2-D [out, in], got shape ", w0.shape());
+  if (x0.dim() < 1 || x0.size(-1) != w0.size(1))
+    throw_error<ValueError>("[linear] input of shape ", x0.shape(),
+                            " does not match weight of shape ", w0.shape(), " (expected [..., ",
+                            w0.size(1), "])");
+  if (b0.defined() && (b0.dim() != 1 || b0.size(0) != w0.size(0)))
+    throw_error<ValueError>("[linear] bias of shape ", b0.shape(),
+                            " does not match weight of shape ", w0.shape(), " (expected [",
+                            w0.size(0), "])");
+  DType t = gemm_dtype("linear", x0.dtype(), w0.dtype());
+  if (b0.defined()) t = gemm_dtype("linear", t, b0.dtype());
+  Tensor x = x0.to(t), w = w0.to(t), b = b0.defined() ? b0.to(t) : Tensor();
+  const int64_t in_f = w.size(1), out_f = w.size(0);
+  Shape lead(x.shape().begin(), x.shape().end() - 1);
+  Tensor x2 = x.dim() == 2 ? x : x.reshape({shape_numel(lead), in_f});
+  Tensor y = kernels::gemm_nt(x2, w, b);
+  Shape out_shape = lead;
+  out_shape.push_back(out_f);
+  return {x.dim() == 2 ? y : y.view(out_shape)};
+}
+
+}  // namespace impl
+
+Tensor matmul(const Tensor& a, const Tensor& b) { return call_op1(OpId::matmul, {a, b}); }
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return call_op1(OpId::linear, {x, weight, bias});
+}
+
+}  // namespace td

@@ -1,0 +1,512 @@
+// nn functionals: layer_norm, batch_norm, conv2d (im2col + one GEMM), max/avg pooling,
+// embedding. Norms and pools are direct loops over contiguous inputs, accumulating in double.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "engine/kernels/kernels.h"
+#include "engine/ops.h"
+#include "engine/ops/impls.h"
+
+namespace td {
+namespace {
+
+Tensor opt_input(std::span<const Tensor> in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
+
+void check_floating(const char* op, const Tensor& x) {
+  if (!is_floating(x.dtype()))
+    throw_error<TypeError>("[", op, "] expects a floating point input, got ", x.dtype(),
+                           " of shape ", x.shape());
+}
+
+void check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what) {
+  if (t.defined() && t.dtype() != x.dtype())
+    throw_error<TypeError>("[", op, "] ", what, " has dtype ", t.dtype(), " but input has ",
+                           x.dtype());
+}
+
+// A per-channel vector (weight, bias, running stat) must be 1-D of size c.
+void check_vec(const char* op, const Tensor& t, int64_t c, const char* what, const Shape& xs) {
+  if (t.defined() && (t.dim() != 1 || t.size(0) != c))
+    throw_error<ValueError>("[", op, "] ", what, " of shape ", t.shape(),
+                            " does not match input of shape ", xs, " (expected [", c, "])");
+}
+
+// Values of a 1-D tensor as doubles (fill when undefined).
+std::vector<double> values_or(const Tensor& t, int64_t n, double fill) {
+  if (!t.defined()) return std::vector<double>(n, fill);
+  return t.to_vector<double>();
+}
+
+// A 2-int parameter given as one or two values.
+std::array<int64_t, 2> pair_param(const char* op, const char* what, const IntList& v, int64_t min) {
+  if (v.size() != 1 && v.size() != 2)
+    throw_error<ValueError>("[", op, "] ", what, " must have 1 or 2 values, got ", v);
+  std::array<int64_t, 2> p{v[0], v.size() == 2 ? v[1] : v[0]};
+  if (p[0] < min || p[1] < min)
+    throw_error<ValueError>("[", op, "] ", what, " must be >= ", min, ", got ", v);
+  return p;
+}
+
+// conv and pool accept [N, C, H, W] and unbatched [C, H, W].
+Tensor as_4d(const char* op, const Tensor& x) {
+  if (x.dim() == 4) return x;
+  if (x.dim() == 3) return x.unsqueeze(0);
+  throw_error<ValueError>("[", op, "] expects a 3-D or 4-D input, got shape ", x.shape());
+}
+
+template <class T>
+void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const std::vector<double>& w,
+                     const std::vector<double>& b, double eps) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    double mean = 0;
+    for (int64_t i = 0; i < d; ++i) mean += xr[i];
+    mean /= static_cast<double>(d);
+    double var = 0;
+    for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    var /= static_cast<double>(d);
+    double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < d; ++i) yr[i] = static_cast<T>((xr[i] - mean) * inv * w[i] + b[i]);
+  }
+}
+
+// x viewed as [n, c, s] contiguous; per-channel scale/shift applied, optionally stats computed.
+template <class T>
+void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool compute,
+                     std::vector<double>& mean, std::vector<double>& var,
+                     const std::vector<double>& w, const std::vector<double>& b, double eps) {
+  const double cnt = static_cast<double>(n * s);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    if (compute) {
+      double m = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) m += x[(i * c + ch) * s + j];
+      m /= cnt;
+      double v = 0;
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < s; ++j) {
+          double dlt = x[(i * c + ch) * s + j] - m;
+          v += dlt * dlt;
+        }
+      mean[ch] = m;
+      var[ch] = v / cnt;
+    }
+    double scale = w[ch] / std::sqrt(var[ch] + eps);
+    double shift = b[ch] - mean[ch] * scale;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < s; ++j) {
+        int64_t k = (i * c + ch) * s + j;
+        y[k] = static_cast<T>(x[k] * scale + shift);
+      }
+  }
+}
+
+// Writes vals (cast to t's dtype) into t in place, whatever t's strides.
+void write_values(const Tensor& t, const std::vector<double>& vals) {
+  Tensor src = Tensor::empty({static_cast<int64_t>(vals.size())}, DType::Float64);
+  if (!vals.empty()) std::memcpy(src.data<double>(), vals.data(), vals.size() * sizeof(double));
+  kernels::copy_into(src, t);
+}
+
+struct ConvGeom {
+  int64_t n, cin, h, w, cout, kh, kw, oh, ow, groups;
+  std::array<int64_t, 2> stride, pad, dil;
+};
+
+// Output columns [lo, hi) whose input column ox*s - p + off lies inside [0, w).
+std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t s, int64_t p, int64_t off, int64_t w) {
+  const int64_t first = off - p;  // input index at output 0
+  int64_t lo = first >= 0 ? 0 : (-first + s - 1) / s;
+  int64_t hi = first >= w ? 0 : (w - 1 - first) / s + 1;
+  lo = std::min(lo, out);
+  hi = std::max(std::min(hi, out), lo);
+  return {lo, hi};
+}
+
+// cols [G, Cg*kh*kw, N*OH*OW]: the receptive fields, zero where the window hits padding.
+template <class T>
+void im2col(const Tensor& x, const ConvGeom& g, T* cols) {
+  const T* xp = x.data<T>();
+  const Strides& st = x.strides();
+  const int64_t cg = g.cin / g.groups;
+  for (int64_t grp = 0; grp < g.groups; ++grp)
+    for (int64_t c = 0; c < cg; ++c)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j) {
+          auto [lo, hi] = valid_range(g.ow, g.stride[1], g.pad[1], j * g.dil[1], g.w);
+          const int64_t x0 = lo * g.stride[1] - g.pad[1] + j * g.dil[1];
+          const int64_t step = g.stride[1] * st[3];
+          for (int64_t b = 0; b < g.n; ++b) {
+            const T* plane = xp + b * st[0] + (grp * cg + c) * st[1];
+            for (int64_t oy = 0; oy < g.oh; ++oy, cols += g.ow) {
+              const int64_t iy = oy * g.stride[0] - g.pad[0] + i * g.dil[0];
+              if (iy < 0 || iy >= g.h) {
+                std::fill(cols, cols + g.ow, T(0));
+                continue;
+              }
+              std::fill(cols, cols + lo, T(0));
+              std::fill(cols + hi, cols + g.ow, T(0));
+              if (hi == lo) continue;
+              const T* src = plane + iy * st[2] + x0 * st[3];
+              if (step == 1) {
+                std::copy(src, src + (hi - lo), cols + lo);
+              } else {
+                for (int64_t ox = lo; ox < hi; ++ox, src += step) cols[ox] = *src;
+              }
+            }
+          }
+        }
+}
+
+// res [G, Og, N*OHW] -> out [N, G*Og, OHW], plus bias.
+template <class T>
+void scatter_conv(const T* res, T* out, const ConvGeom& g, const std::vector<double>& bias) {
+  const int64_t og = g.cout / g.groups, hw = g.oh * g.ow;
+  for (int64_t grp = 0; grp < g.groups; ++grp)
+    for (int64_t o = 0; o < og; ++o) {
+      const int64_t ch = grp * og + o;
+      const T bv = static_cast<T>(bias[ch]);
+      const T* src = res + (grp * og + o) * g.n * hw;
+      for (int64_t b = 0; b < g.n; ++b) {
+        T* dst = out + (b * g.cout + ch) * hw;
+        for (int64_t p = 0; p < hw; ++p) dst[p] = src[b * hw + p] + bv;
+      }
+    }
+}
+
+struct PoolGeom {
+  int64_t n, c, h, w, oh, ow;
+  std::array<int64_t, 2> k, stride, pad, dil;
+};
+
+PoolGeom pool_geom(const char* op, const Tensor& x4, const OpAttrs& a, bool with_dilation) {
+  PoolGeom g{};
+  g.k = pair_param(op, "kernel_size", a.sizes, 1);
+  g.stride = a.stride.empty() ? g.k : pair_param(op, "stride", a.stride, 1);
+  g.pad = pair_param(op, "padding", a.padding.empty() ? IntList{0} : a.padding, 0);
+  g.dil = with_dilation
+              ? pair_param(op, "dilation", a.dilation.empty() ? IntList{1} : a.dilation, 1)
+              : std::array<int64_t, 2>{1, 1};
+  for (int d = 0; d < 2; ++d)
+    if (g.pad[d] > g.k[d] / 2)
+      throw_error<ValueError>("[", op,
+                              "] padding should be at most half of kernel size, got padding ",
+                              a.padding, " and kernel_size ", a.sizes);
+  g.n = x4.size(0);
+  g.c = x4.size(1);
+  g.h = x4.size(2);
+  g.w = x4.size(3);
+  int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.k[0] - 1) - 1;
+  int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.k[1] - 1) - 1;
+  if (ny < 0 || nx < 0)
+    throw_error<ValueError>("[", op, "] input of shape ", x4.shape(), " is too small for kernel ",
+                            a.sizes, " with padding ", g.pad[0], "x", g.pad[1]);
+  g.oh = ny / g.stride[0] + 1;
+  g.ow = nx / g.stride[1] + 1;
+  return g;
+}
+
+template <class T>
+void pool_loop(const Tensor& x, T* out, const PoolGeom& g, bool is_max) {
+  const T* xp = x.data<T>();
+  const Strides& st = x.strides();
+  const double area = static_cast<double>(g.k[0] * g.k[1]);
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t c = 0; c < g.c; ++c) {
+      const T* plane = xp + b * st[0] + c * st[1];
+      for (int64_t oy = 0; oy < g.oh; ++oy)
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+          for (int64_t i = 0; i < g.k[0]; ++i) {
+            const int64_t iy = oy * g.stride[0] - g.pad[0] + i * g.dil[0];
+            if (iy < 0 || iy >= g.h) continue;
+            for (int64_t j = 0; j < g.k[1]; ++j) {
+              const int64_t ix = ox * g.stride[1] - g.pad[1] + j * g.dil[1];
+              if (ix < 0 || ix >= g.w) continue;
+              const double v = plane[iy * st[2] + ix * st[3]];
+              if (!is_max)
+                acc += v;
+              else if (v > acc || std::isnan(v))
+                acc = v;
+              if (is_max && std::isnan(acc)) break;
+            }
+          }
+          *out++ = static_cast<T>(is_max ? acc : acc / area);
+        }
+    }
+}
+
+std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const OpAttrs& a,
+                              bool is_max) {
+  const Tensor& x = in[0];
+  Tensor x4 = as_4d(op, x);
+  check_floating(op, x);
+  PoolGeom g = pool_geom(op, x4, a, is_max);
+  Tensor out = Tensor::empty({g.n, g.c, g.oh, g.ow}, x.dtype());
+  count_kernel(KernelKind::Other);
+  if (out.numel() > 0) {
+    if (x.dtype() == DType::Float32)
+      pool_loop<float>(x4, out.data<float>(), g, is_max);
+    else
+      pool_loop<double>(x4, out.data<double>(), g, is_max);
+  }
+  return {x.dim() == 3 ? out.squeeze(0) : out};
+}
+
+}  // namespace
+
+namespace impl {
+
+std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  const Tensor w = opt_input(in, 1), b = opt_input(in, 2);
+  const Shape& ns = a.sizes;
+  check_floating("layer_norm", x);
+  check_same_dtype("layer_norm", x, w, "weight");
+  check_same_dtype("layer_norm", x, b, "bias");
+  if (ns.empty())
+    throw_error<ValueError>("[layer_norm] normalized_shape must have at least one dim");
+  const int64_t nd = static_cast<int64_t>(ns.size());
+  bool ok = x.dim() >= nd;
+  for (int64_t i = 0; ok && i < nd; ++i) ok = x.shape()[x.dim() - nd + i] == ns[i];
+  if (!ok)
+    throw_error<ValueError>("[layer_norm] input of shape ", x.shape(),
+                            " does not end with normalized_shape ", ns);
+  for (const Tensor* t : {&w, &b})
+    if (t->defined() && t->shape() != ns)
+      throw_error<ValueError>("[layer_norm] ", t == &w ? "weight" : "bias", " of shape ",
+                              t->shape(), " does not match normalized_shape ", ns);
+  const int64_t d = shape_numel(ns);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  count_kernel(KernelKind::Other);
+  if (out.numel() == 0) return {out};
+  const int64_t rows = x.numel() / d;
+  std::vector<double> wv = values_or(w.defined() ? w.reshape({-1}) : w, d, 1.0);
+  std::vector<double> bv = values_or(b.defined() ? b.reshape({-1}) : b, d, 0.0);
+  Tensor xc = x.contiguous();
+  if (x.dtype() == DType::Float32)
+    layer_norm_loop(xc.data<float>(), out.data<float>(), rows, d, wv, bv, a.alpha);
+  else
+    layer_norm_loop(xc.data<double>(), out.data<double>(), rows, d, wv, bv, a.alpha);
+  return {out};
+}
+
+std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  const Tensor rm = opt_input(in, 1), rv = opt_input(in, 2);
+  const Tensor w = opt_input(in, 3), b = opt_input(in, 4);
+  const bool training = a.training;
+  const double momentum = a.alpha, eps = a.beta;
+  if (x.dim() < 2)
+    throw_error<ValueError>("[batch_norm] expects an input [N, C, *] of at least 2 dims, got ",
+                            x.shape());
+  check_floating("batch_norm", x);
+  const int64_t c = x.size(1);
+  check_vec("batch_norm", rm, c, "running_mean", x.shape());
+  check_vec("batch_norm", rv, c, "running_var", x.shape());
+  check_vec("batch_norm", w, c, "weight", x.shape());
+  check_vec("batch_norm", b, c, "bias", x.shape());
+  check_same_dtype("batch_norm", x, w, "weight");
+  check_same_dtype("batch_norm", x, b, "bias");
+  if (!training && (!rm.defined() || !rv.defined()))
+    throw_error<ValueError>("[batch_norm] running_mean and running_var must be given in eval mode");
+  if (rm.defined() != rv.defined())
+    throw_error<ValueError>("[batch_norm] give both running_mean and running_var or neither");
+  const int64_t n = x.size(0);
+  const int64_t s = x.dim() > 2 ? shape_numel(Shape(x.shape().begin() + 2, x.shape().end())) : 1;
+  const int64_t per_channel = n * s;
+  if (training && per_channel <= 1)
+    throw_error<ValueError>(
+        "[batch_norm] expected more than 1 value per channel when training, "
+        "got input of shape ",
+        x.shape());
+  std::vector<double> mean(c), var(c);
+  if (!training) {
+    mean = rm.to_vector<double>();
+    var = rv.to_vector<double>();
+  }
+  std::vector<double> wv = values_or(w, c, 1.0), bv = values_or(b, c, 0.0);
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  count_kernel(KernelKind::Other);
+  Tensor xc = x.contiguous();
+  if (out.numel() > 0) {
+    if (x.dtype() == DType::Float32)
+      batch_norm_loop(xc.data<float>(), out.data<float>(), n, c, s, training, mean, var, wv, bv,
+                      eps);
+    else
+      batch_norm_loop(xc.data<double>(), out.data<double>(), n, c, s, training, mean, var, wv, bv,
+                      eps);
+  }
+  if (training && rm.defined()) {
+    // PyTorch: running stats take the unbiased batch variance.
+    std::vector<double> old_m = rm.to_vector<double>(), old_v = rv.to_vector<double>();
+    const double unbias = static_cast<double>(per_channel) / static_cast<double>(per_channel - 1);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      old_m[ch] = (1 - momentum) * old_m[ch] + momentum * mean[ch];
+      old_v[ch] = (1 - momentum) * old_v[ch] + momentum * var[ch] * unbias;
+    }
+    write_values(rm, old_m);
+    write_values(rv, old_v);
+  }
+  return {out};
+}
+
+std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const Tensor b = opt_input(in, 2);
+  Tensor x4 = as_4d("conv2d", x);
+  check_floating("conv2d", x);
+  check_same_dtype("conv2d", x, w, "weight");
+  check_same_dtype("conv2d", x, b, "bias");
+  if (w.dim() != 4)
+    throw_error<ValueError>("[conv2d] weight must be 4-D [out, in/groups, kh, kw], got ",
+                            w.shape());
+  ConvGeom g{};
+  g.stride = pair_param("conv2d", "stride", a.stride.empty() ? IntList{1} : a.stride, 1);
+  g.pad = pair_param("conv2d", "padding", a.padding.empty() ? IntList{0} : a.padding, 0);
+  g.dil = pair_param("conv2d", "dilation", a.dilation.empty() ? IntList{1} : a.dilation, 1);
+  g.groups = a.groups;
+  g.n = x4.size(0);
+  g.cin = x4.size(1);
+  g.h = x4.size(2);
+  g.w = x4.size(3);
+  g.cout = w.size(0);
+  g.kh = w.size(2);
+  g.kw = w.size(3);
+  if (g.groups < 1) throw_error<ValueError>("[conv2d] groups must be >= 1, got ", g.groups);
+  if (g.cin % g.groups != 0 || g.cout % g.groups != 0 || w.size(1) * g.groups != g.cin)
+    throw_error<ValueError>("[conv2d] input of shape ", x.shape(), " and weight of shape ",
+                            w.shape(), " do not match with groups=", g.groups,
+                            " (expected weight [out, in/groups, kh, kw], out divisible by groups)");
+  check_vec("conv2d", b, g.cout, "bias", x.shape());
+  const int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.kh - 1) - 1;
+  const int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.kw - 1) - 1;
+  if (ny < 0 || nx < 0)
+    throw_error<ValueError>("[conv2d] kernel of shape ", w.shape(),
+                            " (with dilation) is larger than the padded input of shape ",
+                            x.shape());
+  g.oh = ny / g.stride[0] + 1;
+  g.ow = nx / g.stride[1] + 1;
+  const int64_t ckk = (g.cin / g.groups) * g.kh * g.kw, l = g.n * g.oh * g.ow;
+  const int64_t og = g.cout / g.groups;
+
+  Tensor cols = Tensor::empty({g.groups, ckk, l}, x.dtype());
+  count_kernel(KernelKind::Conv);
+  if (cols.numel() > 0) {
+    if (x.dtype() == DType::Float32)
+      im2col<float>(x4, g, cols.data<float>());
+    else
+      im2col<double>(x4, g, cols.data<double>());
+  }
+  // [G, Og, Cg*kh*kw] @ [G, Cg*kh*kw, N*OH*OW]: all groups in one batched GEMM.
+  Tensor res = kernels::bmm(w.reshape({g.groups, og, ckk}), cols);
+  Tensor out = Tensor::empty({g.n, g.cout, g.oh, g.ow}, x.dtype());
+  std::vector<double> bias = values_or(b, g.cout, 0.0);
+  if (out.numel() > 0) {
+    if (x.dtype() == DType::Float32)
+      scatter_conv<float>(res.data<float>(), out.data<float>(), g, bias);
+    else
+      scatter_conv<double>(res.data<double>(), out.data<double>(), g, bias);
+  }
+  return {x.dim() == 3 ? out.squeeze(0) : out};
+}
+
+std::vector<Tensor> max_pool2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  return pool_impl("max_pool2d", in, a, true);
+}
+
+std::vector<Tensor> avg_pool2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  return pool_impl("avg_pool2d", in, a, false);
+}
+
+std::vector<Tensor> embedding_impl(std::span<const Tensor> in, const OpAttrs&) {
+  const Tensor& idx = in[0];
+  const Tensor& w = in[1];
+  if (idx.dtype() != DType::Int64)
+    throw_error<TypeError>("[embedding] indices must be int64, got ", idx.dtype(), " of shape ",
+                           idx.shape());
+  if (w.dim() != 2)
+    throw_error<ValueError>("[embedding] weight must be 2-D [num_embeddings, dim], got ",
+                            w.shape());
+  const int64_t e = w.size(0), d = w.size(1);
+  std::vector<int64_t> ids = idx.to_vector<int64_t>();
+  for (int64_t v : ids)
+    if (v < 0 || v >= e)
+      throw_error<IndexError>("[embedding] index ", v, " is out of range for ", e,
+                              " embeddings (weight of shape ", w.shape(), ")");
+  Shape shape = idx.shape();
+  shape.push_back(d);
+  Tensor out = Tensor::empty(shape, w.dtype());
+  count_kernel(KernelKind::Other);
+  if (out.numel() == 0) return {out};
+  const int64_t s0 = w.stride(0), s1 = w.stride(1);
+  visit_dtype(w.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    const T* wp = w.data<T>();
+    T* op = out.data<T>();
+    for (size_t i = 0; i < ids.size(); ++i)
+      for (int64_t j = 0; j < d; ++j)
+        op[static_cast<int64_t>(i) * d + j] = wp[ids[i] * s0 + j * s1];
+  });
+  return {out};
+}
+
+}  // namespace impl
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  OpAttrs a;
+  a.sizes = normalized_shape;
+  a.alpha = eps;
+  return call_op1(OpId::layer_norm, {x, weight, bias}, a);
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  OpAttrs a;
+  a.training = training;
+  a.alpha = momentum;
+  a.beta = eps;
+  return call_op1(OpId::batch_norm, {x, running_mean, running_var, weight, bias}, a);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntList& stride,
+              const IntList& padding, const IntList& dilation, int64_t groups) {
+  OpAttrs a;
+  a.stride = stride;
+  a.padding = padding;
+  a.dilation = dilation;
+  a.groups = groups;
+  return call_op1(OpId::conv2d, {x, weight, bias}, a);
+}
+
+Tensor max_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride,
+                  const IntList& padding, const IntList& dilation) {
+  OpAttrs a;
+  a.sizes = kernel_size;
+  a.stride = stride;
+  a.padding = padding;
+  a.dilation = dilation;
+  return call_op1(OpId::max_pool2d, {x}, a);
+}
+
+Tensor avg_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride,
+                  const IntList& padding) {
+  OpAttrs a;
+  a.sizes = kernel_size;
+  a.stride = stride;
+  a.padding = padding;
+  return call_op1(OpId::avg_pool2d, {x}, a);
+}
+
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  return call_op1(OpId::embedding, {indices, weight});
+}
+
+}  // namespace td

@@ -1,0 +1,100 @@
+// Random ops on the unbatched path: every rand/randn call takes one Philox stream, so a draw is
+// a pure function of (seed, call number, set key, element index).
+#include "engine/random.h"
+
+#include "engine/dispatch.h"
+#include "engine/ops.h"
+#include "engine/ops/impls.h"
+
+namespace td {
+namespace impl {
+namespace {
+
+std::vector<Tensor> draw(const char* op, const OpAttrs& attrs, bool normal) {
+  check_sizes(op, attrs.sizes);
+  if (!is_floating(attrs.dtype))
+    throw_error<TypeError>("[", op, "] needs a floating dtype, got ", dtype_name(attrs.dtype));
+  Tensor out = Tensor::empty(attrs.sizes, attrs.dtype);
+  const uint64_t stream = next_rng_stream();
+  const RngState st = rng_state();
+  count_kernel(KernelKind::Random);
+  const int64_t n = out.numel();
+  if (attrs.dtype == DType::Float32) {
+    if (normal)
+      philox_normal(out.data<float>(), n, st.seed, stream, st.set_key, 0);
+    else
+      philox_uniform(out.data<float>(), n, st.seed, stream, st.set_key, 0);
+  } else {
+    if (normal)
+      philox_normal(out.data<double>(), n, st.seed, stream, st.set_key, 0);
+    else
+      philox_uniform(out.data<double>(), n, st.seed, stream, st.set_key, 0);
+  }
+  return {out};
+}
+
+const Tensor& single(const char* op, std::span<const Tensor> in) {
+  if (in.size() != 1 || !in[0].defined())
+    throw_error<ValueError>("[", op, "] expected one defined input tensor");
+  return in[0];
+}
+
+}  // namespace
+
+std::vector<Tensor> rand_impl(std::span<const Tensor>, const OpAttrs& attrs) {
+  return draw("rand", attrs, false);
+}
+std::vector<Tensor> randn_impl(std::span<const Tensor>, const OpAttrs& attrs) {
+  return draw("randn", attrs, true);
+}
+
+std::vector<Tensor> bernoulli_impl(std::span<const Tensor> in, const OpAttrs&) {
+  const Tensor& p = single("bernoulli", in);
+  if (!is_floating(p.dtype()))
+    throw_error<TypeError>("[bernoulli] p of shape ", shape_str(p.shape()),
+                           " needs a floating dtype, got ", dtype_name(p.dtype()));
+  return {lt(rand(p.shape(), p.dtype()), p).to(p.dtype())};
+}
+
+std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const Tensor& x = single("dropout", in);
+  const double p = attrs.alpha;
+  if (!is_floating(x.dtype()))
+    throw_error<TypeError>("[dropout] input of shape ", shape_str(x.shape()),
+                           " needs a floating dtype, got ", dtype_name(x.dtype()));
+  if (p < 0 || p > 1) throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
+  if (!attrs.training || p == 0) return {x};
+  if (p == 1) return {zeros(x.shape(), x.dtype())};
+  // keep with probability 1 - p, scale the kept values by 1 / (1 - p)
+  Tensor keep = ge(rand(x.shape(), x.dtype()), p).to(x.dtype());
+  return {mul(mul(x, keep), 1.0 / (1.0 - p))};
+}
+
+}  // namespace impl
+
+Tensor rand(const Shape& shape, DType dtype) {
+  OpAttrs a;
+  a.sizes = shape;
+  a.dtype = dtype;
+  return call_op1(OpId::rand, {}, a);
+}
+Tensor randn(const Shape& shape, DType dtype) {
+  OpAttrs a;
+  a.sizes = shape;
+  a.dtype = dtype;
+  return call_op1(OpId::randn, {}, a);
+}
+Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.dtype()); }
+Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.dtype()); }
+Tensor bernoulli(const Tensor& p) { return call_op1(OpId::bernoulli, {p}, {}); }
+
+Tensor dropout(const Tensor& x, double p, bool training) {
+  if (p < 0 || p > 1) throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
+  if (!training || p == 0) return x;
+  OpAttrs a;
+  a.alpha = p;
+  a.training = training;
+  return call_op1(OpId::dropout, {x}, a);
+}
+
+}  // namespace td

@@ -1,0 +1,139 @@
+// Reductions (sum, mean, var, std, amax, amin, argmax, argmin) and softmax / log_softmax.
+#include <algorithm>
+
+#include "engine/kernels/kernels.h"
+#include "engine/ops.h"
+#include "engine/ops/impls.h"
+
+namespace td {
+namespace impl {
+namespace {
+
+using kernels::ReduceKind;
+
+const Tensor& single(const char* op, std::span<const Tensor> in) {
+  if (in.size() != 1 || !in[0].defined())
+    throw_error<ValueError>("[", op, "] expected one defined input tensor");
+  return in[0];
+}
+
+// Normalised, sorted dims; empty means every dim. Repeats are a ValueError.
+IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim) {
+  IntList out;
+  if (dims.empty()) {
+    for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
+    return out;
+  }
+  // A 0-d tensor accepts dim 0 / -1 as in PyTorch.
+  const int64_t range = std::max<int64_t>(ndim, 1);
+  for (int64_t d : dims) out.push_back(normalize_dim(op, d, range));
+  std::sort(out.begin(), out.end());
+  if (std::adjacent_find(out.begin(), out.end()) != out.end())
+    throw_error<ValueError>("[", op, "] dim appears multiple times in the list of dims ",
+                            shape_str(dims));
+  if (ndim == 0) out.clear();
+  return out;
+}
+
+std::vector<Tensor> run_reduce(const char* op, ReduceKind kind, std::span<const Tensor> in,
+                               const OpAttrs& attrs) {
+  const Tensor& x = single(op, in);
+  IntList dims = reduce_dims(op, attrs.dims, x.dim());
+  const bool needs_float =
+      kind == ReduceKind::Mean || kind == ReduceKind::Var || kind == ReduceKind::Std;
+  if (needs_float && !is_floating(x.dtype()))
+    throw_error<TypeError>("[", op, "] input of shape ", shape_str(x.shape()), " and dtype ",
+                           dtype_name(x.dtype()), " needs a floating dtype");
+  const bool needs_elements = kind == ReduceKind::Amax || kind == ReduceKind::Amin ||
+                              kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+  if (needs_elements) {
+    for (int64_t d : dims)
+      if (x.shape()[d] == 0)
+        throw_error<ValueError>("[", op, "] cannot reduce over dim ", d, " of size 0 (input shape ",
+                                shape_str(x.shape()), ")");
+  }
+  return {kernels::reduce(kind, x, dims, attrs.keepdim, attrs.flag)};
+}
+
+std::vector<Tensor> run_softmax(const char* op, std::span<const Tensor> in, const OpAttrs& attrs,
+                                bool log) {
+  const Tensor& x = single(op, in);
+  if (!is_floating(x.dtype()))
+    throw_error<TypeError>("[", op, "] input of shape ", shape_str(x.shape()), " and dtype ",
+                           dtype_name(x.dtype()), " needs a floating dtype");
+  int64_t dim = normalize_dim(op, attrs.dim, std::max<int64_t>(x.dim(), 1));
+  if (x.dim() == 0) return {kernels::softmax(x.reshape({1}), 0, log).reshape({})};
+  return {kernels::softmax(x, dim, log)};
+}
+
+}  // namespace
+
+#define TD_REDUCE(name, kind)                                                         \
+  std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs& attrs) { \
+    return run_reduce(#name, ReduceKind::kind, in, attrs);                            \
+  }
+TD_REDUCE(sum, Sum)
+TD_REDUCE(mean, Mean)
+TD_REDUCE(var, Var)
+TD_REDUCE(std, Std)
+TD_REDUCE(amax, Amax)
+TD_REDUCE(amin, Amin)
+TD_REDUCE(argmax, Argmax)
+TD_REDUCE(argmin, Argmin)
+#undef TD_REDUCE
+
+std::vector<Tensor> softmax_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return run_softmax("softmax", in, attrs, false);
+}
+std::vector<Tensor> log_softmax_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return run_softmax("log_softmax", in, attrs, true);
+}
+
+}  // namespace impl
+
+namespace {
+OpAttrs reduce_attrs(const IntList& dims, bool keepdim, bool unbiased = false) {
+  OpAttrs a;
+  a.dims = dims;
+  a.keepdim = keepdim;
+  a.flag = unbiased;
+  return a;
+}
+}  // namespace
+
+Tensor sum(const Tensor& x, const IntList& dims, bool keepdim) {
+  return call_op1(OpId::sum, {x}, reduce_attrs(dims, keepdim));
+}
+Tensor mean(const Tensor& x, const IntList& dims, bool keepdim) {
+  return call_op1(OpId::mean, {x}, reduce_attrs(dims, keepdim));
+}
+Tensor var(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
+  return call_op1(OpId::var, {x}, reduce_attrs(dims, keepdim, unbiased));
+}
+Tensor std(const Tensor& x, const IntList& dims, bool unbiased, bool keepdim) {
+  return call_op1(OpId::std, {x}, reduce_attrs(dims, keepdim, unbiased));
+}
+Tensor amax(const Tensor& x, const IntList& dims, bool keepdim) {
+  return call_op1(OpId::amax, {x}, reduce_attrs(dims, keepdim));
+}
+Tensor amin(const Tensor& x, const IntList& dims, bool keepdim) {
+  return call_op1(OpId::amin, {x}, reduce_attrs(dims, keepdim));
+}
+Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return call_op1(OpId::argmax, {x}, reduce_attrs(dim ? IntList{*dim} : IntList{}, keepdim));
+}
+Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+  return call_op1(OpId::argmin, {x}, reduce_attrs(dim ? IntList{*dim} : IntList{}, keepdim));
+}
+Tensor softmax(const Tensor& x, int64_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  return call_op1(OpId::softmax, {x}, a);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  OpAttrs a;
+  a.dim = dim;
+  return call_op1(OpId::log_softmax, {x}, a);
+}
+
+}  // namespace td

@@ -1,0 +1,264 @@
+// View ops: new shapes and strides over the same storage, never a copy (reshape copies only
+// when no view exists), and the copies contiguous/clone.
+#include <algorithm>
+#include <numeric>
+
+#include "engine/kernels/kernels.h"
+#include "engine/ops/impls.h"
+
+namespace td {
+namespace {
+
+Tensor make_view(const Tensor& x, Shape shape, Strides strides, int64_t offset) {
+  return Tensor::from_storage(x.storage(), x.dtype(), std::move(shape), std::move(strides),
+                              offset);
+}
+
+// Resolves one -1 and checks the element count.
+Shape infer_size(const char* op, const Shape& requested, int64_t numel) {
+  Shape s = requested;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer >= 0) throw_error<ValueError>("[", op, "] only one dim can be -1, got ", requested);
+      infer = static_cast<int64_t>(i);
+    } else if (s[i] < 0) {
+      throw_error<ValueError>("[", op, "] negative size in shape ", requested);
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel % known != 0)
+      throw_error<ValueError>("[", op, "] shape ", requested, " is invalid for input of ", numel,
+                              " elements");
+    s[infer] = numel / known;
+  } else if (known != numel) {
+    throw_error<ValueError>("[", op, "] shape ", requested, " is invalid for input of ", numel,
+                            " elements");
+  }
+  return s;
+}
+
+// Strides that view `old` (shape, strides) as `shape` without copying, if any (PyTorch's rule:
+// dims may merge or split only within runs of memory-contiguous dims).
+std::optional<Strides> view_strides(Shape old, Strides old_st, const Shape& shape) {
+  Strides st(shape.size());
+  if (shape_numel(old) == 0) return contiguous_strides(shape);
+  if (old.empty()) {
+    old = {1};
+    old_st = {1};
+  }
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  int64_t chunk_base = old_st.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(old.size()) - 1; d >= 0; --d) {
+    tensor_numel *= old[d];
+    if (d == 0 || (old[d - 1] != 1 && old_st[d - 1] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
+        st[view_d] = view_numel * chunk_base;
+        view_numel *= shape[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base = old_st[d - 1];
+        tensor_numel = 1;
+        view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return st;
+}
+
+Tensor copy_contiguous(const Tensor& x) {
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  kernels::copy_into(x, out);
+  return out;
+}
+
+Tensor view_as(const Tensor& x, const Shape& requested, const char* op, bool allow_copy) {
+  Shape s = infer_size(op, requested, x.numel());
+  if (auto st = view_strides(x.shape(), x.strides(), s)) return make_view(x, s, *st, x.offset());
+  if (!allow_copy)
+    throw_error<RuntimeError>("[view] shape ", requested,
+                              " is not compatible with the strides of a tensor of shape ",
+                              x.shape(), " and strides ", x.strides(), "; use reshape instead");
+  Tensor c = copy_contiguous(x);
+  return make_view(c, s, contiguous_strides(s), 0);
+}
+
+}  // namespace
+
+namespace impl {
+
+std::vector<Tensor> view_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  return {view_as(in[0], a.sizes, "view", false)};
+}
+
+std::vector<Tensor> reshape_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  return {view_as(in[0], a.sizes, "reshape", true)};
+}
+
+std::vector<Tensor> permute_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  int64_t n = x.dim();
+  if (static_cast<int64_t>(a.dims.size()) != n)
+    throw_error<ValueError>("[permute] got ", a.dims.size(), " dims ", a.dims,
+                            " for a tensor of shape ", x.shape());
+  Shape s(n);
+  Strides st(n);
+  std::vector<bool> seen(n, false);
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t d = normalize_dim("permute", a.dims[i], n);
+    if (seen[d]) throw_error<ValueError>("[permute] dim ", d, " repeats in ", a.dims);
+    seen[d] = true;
+    s[i] = x.shape()[d];
+    st[i] = x.strides()[d];
+  }
+  return {make_view(x, s, st, x.offset())};
+}
+
+std::vector<Tensor> transpose_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  int64_t d0 = normalize_dim("transpose", a.dim, x.dim());
+  int64_t d1 = normalize_dim("transpose", a.dim2, x.dim());
+  if (x.dim() == 0) return {x};
+  Shape s = x.shape();
+  Strides st = x.strides();
+  std::swap(s[d0], s[d1]);
+  std::swap(st[d0], st[d1]);
+  return {make_view(x, s, st, x.offset())};
+}
+
+std::vector<Tensor> unsqueeze_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  int64_t d = normalize_insert_dim("unsqueeze", a.dim, x.dim());
+  Shape s = x.shape();
+  Strides st = x.strides();
+  int64_t inner = d < x.dim() ? s[d] * st[d] : 1;
+  s.insert(s.begin() + d, 1);
+  st.insert(st.begin() + d, inner);
+  return {make_view(x, s, st, x.offset())};
+}
+
+std::vector<Tensor> squeeze_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  std::vector<bool> drop(x.dim(), false);
+  if (a.dims.empty()) {
+    for (int64_t d = 0; d < x.dim(); ++d) drop[d] = x.shape()[d] == 1;
+  } else {
+    for (int64_t d : a.dims) {
+      int64_t nd = normalize_dim("squeeze", d, x.dim());
+      if (x.dim() > 0) drop[nd] = x.shape()[nd] == 1;
+    }
+  }
+  Shape s;
+  Strides st;
+  for (int64_t d = 0; d < x.dim(); ++d)
+    if (!drop[d]) {
+      s.push_back(x.shape()[d]);
+      st.push_back(x.strides()[d]);
+    }
+  return {make_view(x, s, st, x.offset())};
+}
+
+std::vector<Tensor> expand_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  const Shape& req = a.sizes;
+  int64_t n = static_cast<int64_t>(req.size()), lead = n - x.dim();
+  if (lead < 0)
+    throw_error<ValueError>("[expand] cannot expand a tensor of shape ", x.shape(), " to ", req,
+                            " (fewer dims)");
+  Shape s(n);
+  Strides st(n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (i < lead) {
+      if (req[i] < 0)
+        throw_error<ValueError>("[expand] -1 is not allowed for a new leading dim in ", req);
+      s[i] = req[i];
+      st[i] = 0;
+      continue;
+    }
+    int64_t have = x.shape()[i - lead];
+    int64_t want = req[i] == -1 ? have : req[i];
+    if (want < 0) throw_error<ValueError>("[expand] negative size in ", req);
+    if (have != want && have != 1)
+      throw_error<ValueError>("[expand] cannot expand a tensor of shape ", x.shape(), " to ",
+                              req, " (dim ", i, ": ", have, " vs ", want, ")");
+    s[i] = want;
+    st[i] = have == want ? x.strides()[i - lead] : 0;
+  }
+  return {make_view(x, s, st, x.offset())};
+}
+
+std::vector<Tensor> select_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  if (x.dim() == 0) throw_error<IndexError>("[select] cannot select from a 0-d tensor");
+  int64_t d = normalize_dim("select", a.dim, x.dim());
+  int64_t n = x.shape()[d], i = a.start;
+  if (i < -n || i >= n)
+    throw_error<IndexError>("[select] index ", i, " out of range for dim ", d, " of size ", n,
+                            " (shape ", x.shape(), ")");
+  if (i < 0) i += n;
+  Shape s = x.shape();
+  Strides st = x.strides();
+  int64_t off = x.offset() + i * st[d];
+  s.erase(s.begin() + d);
+  st.erase(st.begin() + d);
+  return {make_view(x, s, st, off)};
+}
+
+std::vector<Tensor> slice_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  if (x.dim() == 0) throw_error<IndexError>("[slice] cannot slice a 0-d tensor");
+  int64_t d = normalize_dim("slice", a.dim, x.dim());
+  if (a.step <= 0) throw_error<ValueError>("[slice] step must be positive, got ", a.step);
+  int64_t n = x.shape()[d];
+  auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  int64_t start = clampi(a.start), end = std::max(clampi(a.end), start);
+  Shape s = x.shape();
+  Strides st = x.strides();
+  int64_t off = x.offset() + (start < n ? start * st[d] : 0);
+  s[d] = (end - start + a.step - 1) / a.step;
+  st[d] *= a.step;
+  return {make_view(x, s, st, off)};
+}
+
+std::vector<Tensor> flatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  if (x.dim() == 0) return {view_as(x, {1}, "flatten", true)};
+  int64_t s0 = normalize_dim("flatten", a.dim, x.dim());
+  int64_t s1 = normalize_dim("flatten", a.dim2, x.dim());
+  if (s0 > s1)
+    throw_error<ValueError>("[flatten] start_dim ", a.dim, " comes after end_dim ", a.dim2,
+                            " for shape ", x.shape());
+  Shape s(x.shape().begin(), x.shape().begin() + s0);
+  int64_t m = 1;
+  for (int64_t d = s0; d <= s1; ++d) m *= x.shape()[d];
+  s.push_back(m);
+  s.insert(s.end(), x.shape().begin() + s1 + 1, x.shape().end());
+  return {view_as(x, s, "flatten", true)};
+}
+
+std::vector<Tensor> unflatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  int64_t d = normalize_dim("unflatten", a.dim, x.dim());
+  if (a.sizes.empty()) throw_error<ValueError>("[unflatten] sizes must not be empty");
+  Shape inner = infer_size("unflatten", a.sizes, x.shape()[d]);
+  Shape s(x.shape().begin(), x.shape().begin() + d);
+  s.insert(s.end(), inner.begin(), inner.end());
+  s.insert(s.end(), x.shape().begin() + d + 1, x.shape().end());
+  return {view_as(x, s, "unflatten", true)};
+}
+
+std::vector<Tensor> contiguous_impl(std::span<const Tensor> in, const OpAttrs&) {
+  return {in[0].is_contiguous() ? in[0] : copy_contiguous(in[0])};
+}
+
+std::vector<Tensor> clone_impl(std::span<const Tensor> in, const OpAttrs&) {
+  return {copy_contiguous(in[0])};
+}
+
+}  // namespace impl
+}  // namespace td

@@ -1,0 +1,32 @@
+#pragma once
+// Counter-based random numbers (Philox 4x32-10). A draw is a pure function of
+// (seed, stream, set key, element index): the stream advances once per random op call, the set
+// key names the vmap set (0 outside vmap), so set i gets the same draws however it is batched.
+#include <cstdint>
+
+namespace td {
+
+void manual_seed(uint64_t seed);  // seeds this thread (and threads started later); stream := 0
+
+struct RngState {
+  uint64_t seed = 0;
+  uint64_t stream = 0;   // next stream to hand out
+  uint64_t set_key = 0;  // key of the set this thread computes outside any level (loop mode)
+};
+RngState rng_state();
+void set_rng_state(const RngState& s);
+uint64_t next_rng_stream();  // returns the current stream and advances it
+// Key of sub-set `index` of the set keyed `parent`.
+uint64_t combine_set_key(uint64_t parent, uint64_t index);
+
+// Fills out[0..n) with draws for element indices [elem0, elem0 + n).
+void philox_uniform(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
+                    uint64_t elem0 = 0);  // [0, 1)
+void philox_uniform(double* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
+                    uint64_t elem0 = 0);
+void philox_normal(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
+                   uint64_t elem0 = 0);  // N(0, 1)
+void philox_normal(double* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
+                   uint64_t elem0 = 0);
+
+}  // namespace td

@@ -1,0 +1,29 @@
+#pragma once
+// Shapes, strides and dim arithmetic shared by every op.
+#include <cstdint>
+#include <initializer_list>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace td {
+
+using Shape = std::vector<int64_t>;
+using Strides = std::vector<int64_t>;
+using IntList = std::vector<int64_t>;
+
+std::ostream& operator<<(std::ostream& os, const Shape& s);  // [4, 10, 1]
+std::string shape_str(const Shape& s);
+
+int64_t shape_numel(const Shape& s);
+Strides contiguous_strides(const Shape& s);
+// Wraps a possibly negative dim into [0, ndim); IndexError naming op otherwise.
+int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim);
+// As normalize_dim for an insertion position (unsqueeze): range [0, ndim].
+int64_t normalize_insert_dim(const char* op, int64_t dim, int64_t ndim);
+// NumPy broadcasting; ValueError naming op and both shapes when they do not broadcast.
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
+// Rejects negative sizes with a ValueError naming op.
+void check_sizes(const char* op, const Shape& s);
+
+}  // namespace td

@@ -1,0 +1,232 @@
+#include "engine/tensor.h"
+
+#include <algorithm>
+
+#include "engine/dispatch.h"
+#include "engine/kernels/kernels.h"
+#include "engine/ops.h"
+
+namespace td {
+
+void TensorImpl::sync_logical() {
+  shape.clear();
+  strides.clear();
+  for (size_t p = 0; p < pshape.size(); ++p) {
+    bool tagged = std::any_of(tags.begin(), tags.end(),
+                              [&](const BatchTag& t) { return t.pdim == static_cast<int64_t>(p); });
+    if (tagged) continue;
+    shape.push_back(pshape[p]);
+    strides.push_back(pstrides[p]);
+  }
+}
+
+int64_t storage_extent(const Shape& shape, const Strides& strides) {
+  int64_t extent = 1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return 0;
+    extent += (shape[i] - 1) * strides[i];
+  }
+  return extent;
+}
+
+Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
+                            Strides strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->dtype = dtype;
+  impl->offset = offset;
+  impl->pshape = std::move(shape);
+  impl->pstrides = std::move(strides);
+  impl->shape = impl->pshape;
+  impl->strides = impl->pstrides;
+  return Tensor(std::move(impl));
+}
+
+Tensor Tensor::empty(const Shape& shape, DType dtype) {
+  check_sizes("empty", shape);
+  auto storage = make_storage(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
+  return from_storage(std::move(storage), dtype, shape, contiguous_strides(shape));
+}
+
+const TensorImpl& Tensor::impl() const {
+  if (!impl_) throw_error<RuntimeError>("[tensor] use of an undefined tensor");
+  return *impl_;
+}
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim("size", d, dim())]; }
+int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim("stride", d, dim())]; }
+
+bool Tensor::is_contiguous() const {
+  const auto& s = shape();
+  const auto& st = strides();
+  int64_t expected = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] == 1) continue;
+    if (st[i] != expected) return false;
+    expected *= s[i];
+  }
+  return true;
+}
+
+bool Tensor::shares_storage(const Tensor& o) const {
+  return defined() && o.defined() && storage() == o.storage();
+}
+
+static void check_readable(const Tensor& t, const char* op) {
+  if (t.is_batched())
+    throw_error<RuntimeError>(
+        "[", op, "] cannot read the data of a batched tensor of per-set shape ", t.shape(),
+        " inside vmap: its value differs per set, so data-dependent control flow is not "
+        "supported; compute it with tensor ops (e.g. where) instead");
+}
+
+void* Tensor::raw_data() const {
+  check_readable(*this, "data");
+  return static_cast<char*>(impl().storage->data()) +
+         impl().offset * static_cast<int64_t>(dtype_size(dtype()));
+}
+
+template <class T>
+T* Tensor::data() const {
+  if (dtype_of<T>() != dtype())
+    throw_error<TypeError>("[data] requested ", dtype_name(dtype_of<T>()), " data of a ",
+                           dtype_name(dtype()), " tensor");
+  return static_cast<T*>(raw_data());
+}
+
+template <class T>
+T Tensor::item() const {
+  check_readable(*this, "item");
+  if (numel() != 1)
+    throw_error<RuntimeError>("[item] a tensor of shape ", shape(), " has ", numel(),
+                              " elements; item() needs exactly one");
+  return visit_dtype(dtype(), [&](auto v) {
+    using S = decltype(v);
+    return static_cast<T>(*static_cast<const S*>(raw_data()));
+  });
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  check_readable(*this, "to_vector");
+  Tensor c = to(dtype_of<T>()).contiguous();
+  const T* p = c.data<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+
+#define TD_INSTANTIATE(T)                         \
+  template T* Tensor::data<T>() const;            \
+  template T Tensor::item<T>() const;             \
+  template std::vector<T> Tensor::to_vector<T>() const;
+TD_INSTANTIATE(bool)
+TD_INSTANTIATE(int64_t)
+TD_INSTANTIATE(float)
+TD_INSTANTIATE(double)
+#undef TD_INSTANTIATE
+
+// ---- methods: thin forwards to the ops ----
+
+static OpAttrs with_sizes(const Shape& s) {
+  OpAttrs a;
+  a.sizes = s;
+  return a;
+}
+
+Tensor Tensor::view(const Shape& s) const { return call_op1(OpId::view, {*this}, with_sizes(s)); }
+Tensor Tensor::reshape(const Shape& s) const {
+  return call_op1(OpId::reshape, {*this}, with_sizes(s));
+}
+Tensor Tensor::permute(const IntList& dims) const {
+  OpAttrs a;
+  a.dims = dims;
+  return call_op1(OpId::permute, {*this}, a);
+}
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  OpAttrs a;
+  a.dim = d0;
+  a.dim2 = d1;
+  return call_op1(OpId::transpose, {*this}, a);
+}
+Tensor Tensor::t() const {
+  if (dim() > 2) throw_error<ValueError>("[t] expects a tensor of <= 2 dims, got ", shape());
+  return dim() < 2 ? *this : transpose(0, 1);
+}
+Tensor Tensor::unsqueeze(int64_t d) const {
+  OpAttrs a;
+  a.dim = d;
+  return call_op1(OpId::unsqueeze, {*this}, a);
+}
+Tensor Tensor::squeeze() const { return call_op1(OpId::squeeze, {*this}, {}); }
+Tensor Tensor::squeeze(int64_t d) const {
+  OpAttrs a;
+  a.dims = {d};
+  return call_op1(OpId::squeeze, {*this}, a);
+}
+Tensor Tensor::expand(const Shape& s) const {
+  return call_op1(OpId::expand, {*this}, with_sizes(s));
+}
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  OpAttrs a;
+  a.dim = d;
+  a.start = index;
+  return call_op1(OpId::select, {*this}, a);
+}
+Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
+                     int64_t step) const {
+  OpAttrs a;
+  a.dim = d;
+  a.start = start.value_or(0);
+  a.end = end.value_or(INT64_MAX);
+  a.step = step;
+  return call_op1(OpId::slice, {*this}, a);
+}
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  int64_t n = size(d);
+  if (start < 0) start += n;
+  if (start < 0 || length < 0 || start + length > n)
+    throw_error<IndexError>("[narrow] start ", start, " and length ", length,
+                            " out of range for dim ", d, " of shape ", shape());
+  return slice(d, start, start + length, 1);
+}
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  OpAttrs a;
+  a.dim = start_dim;
+  a.dim2 = end_dim;
+  return call_op1(OpId::flatten, {*this}, a);
+}
+Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
+  OpAttrs a;
+  a.dim = d;
+  a.sizes = sizes;
+  return call_op1(OpId::unflatten, {*this}, a);
+}
+Tensor Tensor::contiguous() const {
+  if (!is_batched() && is_contiguous()) return *this;
+  return call_op1(OpId::contiguous, {*this}, {});
+}
+Tensor Tensor::clone() const { return call_op1(OpId::clone, {*this}, {}); }
+Tensor Tensor::to(DType dtype) const {
+  if (dtype == this->dtype()) return *this;
+  OpAttrs a;
+  a.dtype = dtype;
+  return call_op1(OpId::to_dtype, {*this}, a);
+}
+
+Tensor Tensor::sum(const IntList& dims, bool keepdim) const { return td::sum(*this, dims, keepdim); }
+Tensor Tensor::mean(const IntList& dims, bool keepdim) const {
+  return td::mean(*this, dims, keepdim);
+}
+Tensor Tensor::abs() const { return td::abs(*this); }
+Tensor Tensor::exp() const { return td::exp(*this); }
+Tensor Tensor::log() const { return td::log(*this); }
+Tensor Tensor::sqrt() const { return td::sqrt(*this); }
+Tensor Tensor::neg() const { return td::neg(*this); }
+Tensor Tensor::relu() const { return td::relu(*this); }
+Tensor Tensor::matmul(const Tensor& o) const { return td::matmul(*this, o); }
+
+Tensor& Tensor::add_(const Tensor& o) { return td::add_(*this, o); }
+Tensor& Tensor::mul_(const Tensor& o) { return td::mul_(*this, o); }
+Tensor& Tensor::copy_(const Tensor& src) { return td::copy_(*this, src); }
+Tensor& Tensor::fill_(double value) { return td::fill_(*this, value); }
+
+}  // namespace td

@@ -1,0 +1,133 @@
+#pragma once
+// Tensor: a strided view of shared storage, optionally carrying vmap batch tags.
+//
+// A tensor's data is always a physical strided array. Batch tags mark some physical dims as
+// vmap batch dims (level -> physical dim); every query (shape, dim, size, printing) shows the
+// logical per-set view, i.e. the physical one without the tagged dims.
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "engine/dtype.h"
+#include "engine/errors.h"
+#include "engine/shape.h"
+#include "engine/storage.h"
+
+namespace td {
+
+struct BatchTag {
+  int level;     // vmap level, 1 = outermost
+  int64_t pdim;  // physical dim
+};
+using BatchTags = std::vector<BatchTag>;  // sorted by level
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::Float32;
+  Shape pshape;  // physical
+  Strides pstrides;
+  BatchTags tags;
+  Shape shape;  // logical: physical without tagged dims
+  Strides strides;
+  // Recomputes the logical shape and strides from the physical ones and the tags.
+  void sync_logical();
+};
+
+class Tensor {
+ public:
+  Tensor() = default;  // undefined: stands for an absent optional tensor
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+  // A tensor over storage with the given physical layout and no tags.
+  static Tensor from_storage(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
+                             Strides strides, int64_t offset = 0);
+  // A fresh contiguous, uninitialised tensor.
+  static Tensor empty(const Shape& shape, DType dtype = DType::Float32);
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& sizes() const { return shape(); }
+  const Strides& strides() const { return impl().strides; }
+  int64_t dim() const { return static_cast<int64_t>(shape().size()); }
+  int64_t size(int64_t d) const;
+  int64_t stride(int64_t d) const;
+  int64_t numel() const { return shape_numel(shape()); }
+  DType dtype() const { return impl().dtype; }
+  int64_t offset() const { return impl().offset; }
+  bool is_contiguous() const;
+  const std::shared_ptr<Storage>& storage() const { return impl().storage; }
+  bool is_same(const Tensor& o) const { return impl_ == o.impl_; }
+  bool shares_storage(const Tensor& o) const;
+
+  // Element pointer at offset(); RuntimeError on a batched tensor or a wrong T.
+  template <class T>
+  T* data() const;
+  void* raw_data() const;
+
+  // batch tags (engine-internal view; vmap/ is the user)
+  bool is_batched() const { return defined() && !impl_->tags.empty(); }
+  const BatchTags& batch_tags() const { return impl().tags; }
+  int max_level() const { return is_batched() ? impl_->tags.back().level : 0; }
+  const Shape& physical_shape() const { return impl().pshape; }
+  const Strides& physical_strides() const { return impl().pstrides; }
+  const TensorImpl& impl() const;
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+
+  // views (share storage, never copy)
+  Tensor view(const Shape& shape) const;
+  Tensor reshape(const Shape& shape) const;  // copies only when a view is impossible
+  Tensor permute(const IntList& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor t() const;  // 2-D transpose
+  Tensor unsqueeze(int64_t d) const;
+  Tensor squeeze() const;
+  Tensor squeeze(int64_t d) const;
+  Tensor expand(const Shape& shape) const;  // -1 keeps a size
+  Tensor expand_as(const Tensor& o) const { return expand(o.shape()); }
+  Tensor select(int64_t d, int64_t index) const;
+  Tensor slice(int64_t d, std::optional<int64_t> start = std::nullopt,
+               std::optional<int64_t> end = std::nullopt, int64_t step = 1) const;
+  Tensor narrow(int64_t d, int64_t start, int64_t length) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  Tensor unflatten(int64_t d, const Shape& sizes) const;
+  Tensor operator[](int64_t index) const { return select(0, index); }
+
+  Tensor contiguous() const;
+  Tensor clone() const;
+  Tensor to(DType dtype) const;
+
+  // reductions and math as methods, as in PyTorch
+  Tensor sum(const IntList& dims = {}, bool keepdim = false) const;
+  Tensor mean(const IntList& dims = {}, bool keepdim = false) const;
+  Tensor abs() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor neg() const;
+  Tensor relu() const;
+  Tensor matmul(const Tensor& o) const;
+
+  // in place
+  Tensor& add_(const Tensor& o);
+  Tensor& mul_(const Tensor& o);
+  Tensor& copy_(const Tensor& src);
+  Tensor& fill_(double value);
+
+  // data out; RuntimeError on a batched tensor (inside vmap the value differs per set)
+  template <class T>
+  T item() const;
+  template <class T>
+  std::vector<T> to_vector() const;
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// Number of elements of a physical layout between offset 0 and the furthest element (+1).
+int64_t storage_extent(const Shape& shape, const Strides& strides);
+
+}  // namespace td

@@ -1,0 +1,27 @@
+#pragma once
+// Sequential: children "0", "1", ... whose forwards are chained.
+#include <initializer_list>
+#include <memory>
+#include <vector>
+
+#include "modules/module.h"
+
+namespace td::nn {
+
+class Sequential : public Module {
+ public:
+  Sequential();
+  Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
+  explicit Sequential(const std::vector<std::shared_ptr<Module>>& modules);
+  // Appends a module as child str(size()).
+  void push_back(std::shared_ptr<Module> m);
+  size_t size() const { return modules_.size(); }
+  const std::shared_ptr<Module>& operator[](size_t i) const;  // IndexError
+  // Calls each child's forward on the previous result.
+  Value forward(const Value& input);
+
+ private:
+  std::vector<std::shared_ptr<Module>> modules_;
+};
+
+}  // namespace td::nn

@@ -1,0 +1,354 @@
+#include "modules/module.h"
+
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <ostream>
+#include <sstream>
+#include <typeinfo>
+
+namespace td::nn {
+
+// ---- parameter overrides ----
+
+namespace {
+thread_local const ParameterOverride* tl_override = nullptr;
+const Tensor kUndefined;
+}  // namespace
+
+const Tensor& resolve_slot(const TensorSlot* slot) {
+  if (slot == nullptr) return kUndefined;
+  for (const ParameterOverride* o = tl_override; o != nullptr; o = o->previous()) {
+    if (const Tensor* t = o->find(slot)) return *t;
+  }
+  return slot->value;
+}
+
+const Tensor& Param::get() const { return resolve_slot(slot_); }
+
+ParameterOverride::ParameterOverride(const Module& root, const TensorDict& params)
+    : prev_(tl_override) {
+  auto slots = root.named_slots();
+  auto leaves = params.leaves();
+  std::unordered_map<std::string, const Tensor*> given;
+  for (const auto& [k, t] : leaves) given.emplace(k, &t);
+  for (const auto& [name, slot] : slots) {
+    auto it = given.find(name);
+    if (it == given.end())
+      throw_error<KeyError>("[ParameterOverride] params has no entry for '", name, "' of ",
+                            root.type_name());
+    const Shape& want = slot->value.shape();
+    if (it->second->shape() != want)
+      throw_error<ValueError>("[ParameterOverride] '", name, "' has shape ",
+                              shape_str(it->second->shape()), " but the module's tensor has shape ",
+                              shape_str(want));
+  }
+  if (leaves.size() != slots.size()) {
+    for (const auto& [k, t] : leaves) {
+      if (root.find_slot(k) == nullptr)
+        throw_error<KeyError>("[ParameterOverride] params has an extra entry '", k,
+                              "' that is not a parameter or buffer of ", root.type_name());
+    }
+  }
+  map_.reserve(slots.size());
+  for (const auto& [name, slot] : slots) map_.emplace(slot, *given.at(name));
+  tl_override = this;
+}
+
+ParameterOverride::~ParameterOverride() { tl_override = prev_; }
+
+const Tensor* ParameterOverride::find(const TensorSlot* slot) const {
+  auto it = map_.find(slot);
+  return it == map_.end() ? nullptr : &it->second;
+}
+
+// ---- registration ----
+
+std::string Module::type_name() const {
+  const char* mangled = typeid(*this).name();
+  int status = 0;
+  char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = (status == 0 && d) ? d : mangled;
+  std::free(d);
+  auto pos = name.rfind("::");
+  return pos == std::string::npos ? name : name.substr(pos + 2);
+}
+
+const std::string& Module::cached_type_name() const {
+  std::call_once(type_name_once_, [this] { type_name_cache_ = type_name(); });
+  return type_name_cache_;
+}
+
+void Module::check_new_name_(const std::string& name, const char* what) const {
+  if (name.empty()) throw_error<ValueError>("[", what, "] the name must not be empty");
+  if (name.find('.') != std::string::npos)
+    throw_error<ValueError>("[", what, "] the name '", name, "' must not contain a dot");
+  for (const auto& s : slots_)
+    if (s.first == name)
+      throw_error<ValueError>("[", what, "] ", type_name(), " already has a ",
+                              s.second->is_buffer ? "buffer" : "parameter", " named '", name, "'");
+  for (const auto& c : children_)
+    if (c.first == name)
+      throw_error<ValueError>("[", what, "] ", type_name(), " already has a submodule named '",
+                              name, "'");
+}
+
+Param Module::add_slot_(const std::string& name, Tensor t, bool is_buffer) {
+  check_new_name_(name, is_buffer ? "register_buffer" : "register_parameter");
+  auto slot = std::make_unique<TensorSlot>();
+  slot->value = std::move(t);
+  slot->is_buffer = is_buffer;
+  TensorSlot* p = slot.get();
+  slots_.emplace_back(name, std::move(slot));
+  return Param(p);
+}
+
+Param Module::register_parameter(const std::string& name, Tensor t) {
+  return add_slot_(name, std::move(t), false);
+}
+Param Module::register_buffer(const std::string& name, Tensor t) {
+  return add_slot_(name, std::move(t), true);
+}
+
+void Module::add_module_(const std::string& name, std::shared_ptr<Module> m) {
+  check_new_name_(name, "register_module");
+  if (!m) throw_error<ValueError>("[register_module] submodule '", name, "' is null");
+  children_.emplace_back(name, std::move(m));
+}
+
+// ---- tree walks ----
+
+namespace {
+void collect(const Module& m, const std::string& prefix, bool buffers,
+             std::vector<std::pair<std::string, Tensor>>& out) {
+  for (const auto& [n, s] : m.own_slots())
+    if (s->is_buffer == buffers && s->value.defined()) out.emplace_back(prefix + n, s->value);
+  for (const auto& [n, c] : m.named_children()) collect(*c, prefix + n + ".", buffers, out);
+}
+void collect_slots(const Module& m, const std::string& prefix,
+                   std::vector<std::pair<std::string, TensorSlot*>>& out) {
+  for (int buf = 0; buf < 2; ++buf)
+    for (const auto& [n, s] : m.own_slots())
+      if (s->is_buffer == (buf == 1) && s->value.defined()) out.emplace_back(prefix + n, s.get());
+  for (const auto& [n, c] : m.named_children()) collect_slots(*c, prefix + n + ".", out);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(*this, "", false, out);
+  return out;
+}
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect(*this, "", true, out);
+  return out;
+}
+std::vector<Tensor> Module::parameters() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  return out;
+}
+std::vector<Tensor> Module::buffers() const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_buffers()) out.push_back(t);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules() {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::shared_ptr<Module> self = weak_from_this().lock();
+  out.emplace_back("", self);  // null when the module is not held by a shared_ptr
+  for (const auto& [n, c] : children_)
+    for (auto& [sub, m] : c->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+  return out;
+}
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
+std::vector<std::shared_ptr<Module>> Module::children() const {
+  std::vector<std::shared_ptr<Module>> out;
+  for (const auto& c : children_) out.push_back(c.second);
+  return out;
+}
+
+std::vector<std::pair<std::string, TensorSlot*>> Module::named_slots() const {
+  std::vector<std::pair<std::string, TensorSlot*>> out;
+  collect_slots(*this, "", out);
+  return out;
+}
+
+TensorSlot* Module::find_slot(const std::string& dotted) const {
+  auto dot = dotted.find('.');
+  if (dot == std::string::npos) {
+    for (const auto& [n, s] : slots_)
+      if (n == dotted && s->value.defined()) return s.get();
+    return nullptr;
+  }
+  std::string head = dotted.substr(0, dot);
+  for (const auto& [n, c] : children_)
+    if (n == head) return c->find_slot(dotted.substr(dot + 1));
+  return nullptr;
+}
+
+Module& Module::train(bool on) {
+  training_ = on;
+  for (auto& c : children_) c.second->train(on);
+  return *this;
+}
+
+// ---- methods ----
+
+void detail::check_arg_count(const std::string& method, size_t declared, size_t named) {
+  if (declared != named)
+    throw_error<ValueError>("[register_method] method '", method, "' takes ", declared,
+                            " arguments but ", named, " argument names were given");
+}
+
+void Module::register_method_raw(const std::string& name, std::vector<std::string> arg_names,
+                                 ValueDict defaults, Invoker invoker) {
+  if (name.empty()) throw_error<ValueError>("[register_method] the name must not be empty");
+  if (has_method(name))
+    throw_error<ValueError>("[register_method] ", type_name(), " already has a method '", name,
+                            "'");
+  for (size_t i = 0; i < arg_names.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (arg_names[i] == arg_names[j])
+        throw_error<ValueError>("[register_method] method '", name, "' names argument '",
+                                arg_names[i], "' twice");
+  bool seen_default = false;
+  for (const auto& a : arg_names) {
+    if (defaults.contains(a))
+      seen_default = true;
+    else if (seen_default)
+      throw_error<ValueError>("[register_method] method '", name, "': argument '", a,
+                              "' without a default follows one with a default");
+  }
+  for (const auto& k : defaults.keys()) {
+    bool found = false;
+    for (const auto& a : arg_names) found = found || a == k;
+    if (!found)
+      throw_error<ValueError>("[register_method] method '", name, "' has a default for '", k,
+                              "', which is not one of its arguments");
+  }
+  methods_.emplace_back(name,
+                        MethodEntry{std::move(arg_names), std::move(defaults), std::move(invoker)});
+}
+
+bool Module::has_method(const std::string& name) const {
+  for (const auto& m : methods_)
+    if (m.first == name) return true;
+  return false;
+}
+
+std::vector<std::string> Module::method_names() const {
+  std::vector<std::string> out;
+  for (const auto& m : methods_) out.push_back(m.first);
+  return out;
+}
+
+namespace {
+[[noreturn]] void no_method(const Module& m, const std::string& name) {
+  std::ostringstream os;
+  os << "[" << m.cached_type_name() << "] has no method '" << name << "'; its methods are [";
+  auto names = m.method_names();
+  for (size_t i = 0; i < names.size(); ++i) os << (i ? ", '" : "'") << names[i] << "'";
+  os << "]";
+  throw KeyError(os.str());
+}
+}  // namespace
+
+const std::vector<std::string>& Module::method_arg_names(const std::string& name) const {
+  for (const auto& m : methods_)
+    if (m.first == name) return m.second.arg_names;
+  no_method(*this, name);
+}
+
+Value Module::call_method(const std::string& name, const ValueList& args, const ValueDict& kwargs) {
+  const MethodEntry* e = nullptr;
+  for (const auto& m : methods_)
+    if (m.first == name) e = &m.second;
+  if (e == nullptr) no_method(*this, name);
+  const std::string full = cached_type_name() + "." + name;
+  const auto& names = e->arg_names;
+  if (args.size() > names.size())
+    throw_error<TypeError>("[", full, "] takes ", names.size(), " positional argument",
+                           names.size() == 1 ? "" : "s", " but ", args.size(), " were given");
+  std::vector<Value> bound(names.size());
+  std::vector<bool> have(names.size(), false);
+  for (size_t i = 0; i < args.size(); ++i) {
+    bound[i] = args[i];
+    have[i] = true;
+  }
+  for (const auto& [k, v] : kwargs.items()) {
+    size_t i = 0;
+    while (i < names.size() && names[i] != k) ++i;
+    if (i == names.size())
+      throw_error<TypeError>("[", full, "] got an unexpected keyword argument '", k, "'");
+    if (have[i]) throw_error<TypeError>("[", full, "] got multiple values for argument '", k, "'");
+    bound[i] = v;
+    have[i] = true;
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (have[i]) continue;
+    if (!e->defaults.contains(names[i]))
+      throw_error<TypeError>("[", full, "] missing required argument '", names[i], "'");
+    bound[i] = e->defaults.at(names[i]);
+  }
+  return e->invoker(bound, full);
+}
+
+namespace {
+[[noreturn]] void bad_arg(const Value& v, const std::string& m, const std::string& a,
+                          const char* want) {
+  throw_error<TypeError>("[", m, "] argument '", a, "' must be ", want, ", not ", v.kind_name());
+}
+}  // namespace
+
+template <>
+Tensor Module::convert_arg<Tensor>(const Value& v, const std::string& m, const std::string& a) {
+  if (!v.is_tensor()) bad_arg(v, m, a, "a Tensor");
+  return v.tensor();
+}
+template <>
+Value Module::convert_arg<Value>(const Value& v, const std::string&, const std::string&) {
+  return v;
+}
+template <>
+int64_t Module::convert_arg<int64_t>(const Value& v, const std::string& m, const std::string& a) {
+  if (v.kind() != Value::Kind::Int) bad_arg(v, m, a, "an int");
+  return v.to_int();
+}
+template <>
+double Module::convert_arg<double>(const Value& v, const std::string& m, const std::string& a) {
+  if (v.kind() != Value::Kind::Int && v.kind() != Value::Kind::Double) bad_arg(v, m, a, "a float");
+  return v.to_double();
+}
+template <>
+bool Module::convert_arg<bool>(const Value& v, const std::string& m, const std::string& a) {
+  if (v.kind() != Value::Kind::Bool) bad_arg(v, m, a, "a bool");
+  return v.to_bool();
+}
+
+// ---- printing ----
+
+void Module::print_(std::ostream& os, int indent) const {
+  os << type_name() << "(" << extra_repr();
+  if (!children_.empty()) {
+    os << "\n";
+    for (const auto& [n, c] : children_) {
+      os << std::string(indent + 2, ' ') << "(" << n << "): ";
+      c->print_(os, indent + 2);
+      os << "\n";
+    }
+    os << std::string(indent, ' ');
+  }
+  os << ")";
+}
+
+std::ostream& operator<<(std::ostream& os, const Module& m) {
+  m.print_(os, 0);
+  return os;
+}
+
+}  // namespace td::nn

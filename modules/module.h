@@ -1,0 +1,231 @@
+#pragma once
+// nn::Module: the base of every module. Plain classes held by std::shared_ptr; parameters,
+// buffers and submodules are registered by name, methods (forward among them) by name with
+// Python-style argument binding.
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "modules/tensordict.h"
+#include "modules/value.h"
+
+namespace td::nn {
+
+class Module;
+
+// One registered tensor (a parameter or a buffer). Its address identifies it in overrides.
+struct TensorSlot {
+  Tensor value;
+  bool is_buffer = false;
+};
+
+// Resolves a slot through the innermost ParameterOverride of this thread that covers it.
+const Tensor& resolve_slot(const TensorSlot* slot);
+
+// The handle register_parameter / register_buffer return; reads like a Tensor.
+class Param {
+ public:
+  Param() = default;
+  explicit Param(TensorSlot* slot) : slot_(slot) {}
+  // The tensor in effect on this thread (an override's, else the module's own).
+  const Tensor& get() const;
+  operator const Tensor&() const { return get(); }  // NOLINT: reads like a Tensor
+  const Tensor* operator->() const { return &get(); }
+  bool defined() const { return slot_ != nullptr && get().defined(); }
+  TensorSlot* slot() const { return slot_; }
+
+ private:
+  TensorSlot* slot_ = nullptr;
+};
+
+// Substitutes tensors for the parameters and buffers of `root` and its submodules on this
+// thread while alive; keys are dotted names as in named_parameters()/named_buffers().
+// Validates first: a missing or extra key is a KeyError, a shape that differs from the
+// module's tensor a ValueError. Overrides nest (the innermost wins).
+class ParameterOverride {
+ public:
+  ParameterOverride(const Module& root, const TensorDict& params);
+  ~ParameterOverride();
+  ParameterOverride(const ParameterOverride&) = delete;
+  ParameterOverride& operator=(const ParameterOverride&) = delete;
+  // The tensor substituted for slot, or nullptr.
+  const Tensor* find(const TensorSlot* slot) const;
+  const ParameterOverride* previous() const { return prev_; }
+
+ private:
+  std::unordered_map<const TensorSlot*, Tensor> map_;
+  const ParameterOverride* prev_;
+};
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  // Runs a method on its bound arguments (one Value per declared argument, in order);
+  // `method` is "Type.name" for error messages.
+  using Invoker = std::function<Value(std::vector<Value>& args, const std::string& method)>;
+
+  Module() = default;
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  // The module's type name, e.g. "Linear" (used in error messages and printing).
+  virtual std::string type_name() const;
+  // type_name(), computed once (after construction) and cached.
+  const std::string& cached_type_name() const;
+
+  // Registration (ValueError for an empty name, a name with a dot, or a duplicate).
+  Param register_parameter(const std::string& name, Tensor t);
+  Param register_buffer(const std::string& name, Tensor t);
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_module_(name, m);
+    return m;
+  }
+
+  // Tree walks: dotted names, insertion order, recursive.
+  std::vector<std::pair<std::string, Tensor>> named_parameters() const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+  std::vector<Tensor> parameters() const;
+  std::vector<Tensor> buffers() const;
+  // (name, module) for self ("") and every descendant, pre-order.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules();
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  std::vector<std::shared_ptr<Module>> children() const;
+  // This module's own parameters then buffers (not recursive), in registration order.
+  const std::vector<std::pair<std::string, std::unique_ptr<TensorSlot>>>& own_slots() const {
+    return slots_;
+  }
+  // Every parameter and buffer slot with its dotted name (own first, then each child).
+  std::vector<std::pair<std::string, TensorSlot*>> named_slots() const;
+  // The slot with that dotted name, or nullptr.
+  TensorSlot* find_slot(const std::string& dotted) const;
+
+  // Training mode, recursively.
+  Module& train(bool on = true);
+  Module& eval() { return train(false); }
+  bool is_training() const { return training_; }
+
+  // Methods. fn is a member function whose parameters are Tensor, const Tensor&, Value,
+  // const Value&, int64_t, double or bool and that returns Tensor or Value (or anything a
+  // Value is made from). arg_names name the parameters; defaults give trailing optional ones.
+  template <class M, class R, class... A>
+  void register_method(const std::string& name, R (M::*fn)(A...),
+                       std::vector<std::string> arg_names, ValueDict defaults = {});
+  template <class M, class R, class... A>
+  void register_method(const std::string& name, R (M::*fn)(A...) const,
+                       std::vector<std::string> arg_names, ValueDict defaults = {});
+  // A method from any callable taking the bound arguments in order.
+  void register_method_raw(const std::string& name, std::vector<std::string> arg_names,
+                           ValueDict defaults, Invoker invoker);
+
+  bool has_method(const std::string& name) const;
+  std::vector<std::string> method_names() const;
+  const std::vector<std::string>& method_arg_names(const std::string& name) const;  // KeyError
+  // Binds args and kwargs as Python does (TypeError naming the method and argument) and calls
+  // the method (KeyError listing the methods when there is none of that name).
+  Value call_method(const std::string& name, const ValueList& args = {},
+                    const ValueDict& kwargs = {});
+  Value operator()(const ValueList& args, const ValueDict& kwargs = {}) {
+    return call_method("forward", args, kwargs);
+  }
+
+  // Converts an argument for a bound method (TypeError naming method and argument).
+  template <class T>
+  static T convert_arg(const Value& v, const std::string& method, const std::string& arg);
+
+ protected:
+  // One line per child in printing; modules override to show their arguments.
+  virtual std::string extra_repr() const { return ""; }
+
+ private:
+  friend std::ostream& operator<<(std::ostream& os, const Module& m);
+  struct MethodEntry {
+    std::vector<std::string> arg_names;
+    ValueDict defaults;
+    Invoker invoker;
+  };
+  void add_module_(const std::string& name, std::shared_ptr<Module> m);
+  void check_new_name_(const std::string& name, const char* what) const;
+  Param add_slot_(const std::string& name, Tensor t, bool is_buffer);
+  void print_(std::ostream& os, int indent) const;
+
+  mutable std::once_flag type_name_once_;
+  mutable std::string type_name_cache_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, std::unique_ptr<TensorSlot>>> slots_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<std::string, MethodEntry>> methods_;
+};
+
+// PyTorch-like printing: "Sequential(\n  (0): Linear(in_features=3, ...)\n)".
+std::ostream& operator<<(std::ostream& os, const Module& m);
+
+// ---- template implementation ----
+
+namespace detail {
+template <class T>
+using arg_t = std::remove_cv_t<std::remove_reference_t<T>>;
+
+template <class Self, class Fn, class... A, size_t... I>
+Value invoke_bound(Self* self, Fn fn, std::vector<Value>& args, const std::string& name,
+                   const std::vector<std::string>& names, std::index_sequence<I...>) {
+  (void)args;
+  (void)name;
+  (void)names;
+  using R = decltype((self->*fn)(std::declval<A>()...));
+  if constexpr (std::is_void_v<R>) {
+    (self->*fn)(Module::convert_arg<arg_t<A>>(args[I], name, names[I])...);
+    return Value();
+  } else {
+    return Value((self->*fn)(Module::convert_arg<arg_t<A>>(args[I], name, names[I])...));
+  }
+}
+void check_arg_count(const std::string& method, size_t declared, size_t named);
+}  // namespace detail
+
+template <class M, class R, class... A>
+void Module::register_method(const std::string& name, R (M::*fn)(A...),
+                             std::vector<std::string> arg_names, ValueDict defaults) {
+  detail::check_arg_count(name, sizeof...(A), arg_names.size());
+  M* self = static_cast<M*>(this);
+  auto names = arg_names;
+  register_method_raw(name, std::move(arg_names), std::move(defaults),
+                      [self, fn, names](std::vector<Value>& args, const std::string& full) {
+                        return detail::invoke_bound<M, R (M::*)(A...), A...>(
+                            self, fn, args, full, names, std::index_sequence_for<A...>{});
+                      });
+}
+
+template <class M, class R, class... A>
+void Module::register_method(const std::string& name, R (M::*fn)(A...) const,
+                             std::vector<std::string> arg_names, ValueDict defaults) {
+  detail::check_arg_count(name, sizeof...(A), arg_names.size());
+  const M* self = static_cast<const M*>(this);
+  auto names = arg_names;
+  register_method_raw(name, std::move(arg_names), std::move(defaults),
+                      [self, fn, names](std::vector<Value>& args, const std::string& full) {
+                        return detail::invoke_bound<const M, R (M::*)(A...) const, A...>(
+                            self, fn, args, full, names, std::index_sequence_for<A...>{});
+                      });
+}
+
+template <>
+Tensor Module::convert_arg<Tensor>(const Value& v, const std::string& m, const std::string& a);
+template <>
+Value Module::convert_arg<Value>(const Value& v, const std::string& m, const std::string& a);
+template <>
+int64_t Module::convert_arg<int64_t>(const Value& v, const std::string& m, const std::string& a);
+template <>
+double Module::convert_arg<double>(const Value& v, const std::string& m, const std::string& a);
+template <>
+bool Module::convert_arg<bool>(const Value& v, const std::string& m, const std::string& a);
+
+}  // namespace td::nn

@@ -1,0 +1,278 @@
+// safetensors files: 8-byte little-endian header length N, N bytes of JSON
+// {"key": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then data.
+// td writes "__metadata__": {"td.batch_size": "[4]"} so that a load can restore the batch size.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "engine/ops.h"
+#include "modules/tensordict.h"
+
+namespace td {
+
+namespace {
+using json = nlohmann::ordered_json;
+
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::Bool:
+      return "BOOL";
+    case DType::Int64:
+      return "I64";
+    case DType::Float32:
+      return "F32";
+    case DType::Float64:
+      return "F64";
+  }
+  return "F32";
+}
+
+float half_to_float(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: renormalise
+      exp = 127 - 15 + 1;
+      while (!(mant & 0x400)) {
+        mant <<= 1;
+        --exp;
+      }
+      mant &= 0x3ff;
+      bits = sign | (exp << 23) | (mant << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+struct SourceType {
+  DType dtype;    // what td makes of it
+  size_t nbytes;  // element size in the file
+};
+
+bool source_type(const std::string& name, SourceType& out) {
+  static const std::pair<const char*, SourceType> table[] = {
+      {"F32", {DType::Float32, 4}}, {"F64", {DType::Float64, 8}}, {"I64", {DType::Int64, 8}},
+      {"BOOL", {DType::Bool, 1}},   {"F16", {DType::Float32, 2}}, {"BF16", {DType::Float32, 2}},
+      {"I32", {DType::Int64, 4}},   {"I16", {DType::Int64, 2}},   {"I8", {DType::Int64, 1}},
+      {"U8", {DType::Int64, 1}}};
+  for (const auto& [n, t] : table)
+    if (name == n) {
+      out = t;
+      return true;
+    }
+  return false;
+}
+
+// Converts n elements of file type `name` at src into dst (of the td dtype).
+void convert(const std::string& name, const char* src, void* dst, int64_t n) {
+  auto ld = [&](auto tag, int64_t i) {
+    decltype(tag) v;
+    std::memcpy(&v, src + i * sizeof(v), sizeof(v));
+    return v;
+  };
+  if (name == "F16" || name == "BF16") {
+    float* out = static_cast<float*>(dst);
+    for (int64_t i = 0; i < n; ++i) {
+      uint16_t h = ld(uint16_t{}, i);
+      if (name == "F16") {
+        out[i] = half_to_float(h);
+      } else {
+        uint32_t bits = uint32_t{h} << 16;
+        std::memcpy(&out[i], &bits, 4);
+      }
+    }
+    return;
+  }
+  int64_t* out = static_cast<int64_t*>(dst);
+  for (int64_t i = 0; i < n; ++i) {
+    if (name == "I32")
+      out[i] = ld(int32_t{}, i);
+    else if (name == "I16")
+      out[i] = ld(int16_t{}, i);
+    else if (name == "I8")
+      out[i] = ld(int8_t{}, i);
+    else
+      out[i] = ld(uint8_t{}, i);
+  }
+}
+
+Shape parse_shape_str(const std::string& s) {
+  // "[4, 2]" -> {4, 2}; anything else is an error.
+  Shape out;
+  if (s.size() < 2 || s.front() != '[' || s.back() != ']') throw ValueError("bad batch_size");
+  std::stringstream ss(s.substr(1, s.size() - 2));
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    size_t pos = 0;
+    long long v = std::stoll(item, &pos);
+    if (v < 0) throw ValueError("bad batch_size");
+    out.push_back(v);
+  }
+  return out;
+}
+}  // namespace
+
+void TensorDict::save_safetensors(const std::string& path) const {
+  json header = json::object();
+  std::vector<Tensor> datas;
+  uint64_t offset = 0;
+  for (const auto& [k, t] : leaves()) {
+    Tensor c = t.contiguous();
+    uint64_t n = static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype());
+    header[k] = {{"dtype", st_dtype(c.dtype())},
+                 {"shape", c.shape()},
+                 {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    datas.push_back(c);
+  }
+  std::ostringstream bs;
+  bs << batch_size_;
+  header["__metadata__"] = {{"format", "pt"}, {"td.batch_size", bs.str()}};
+  std::string h = header.dump();
+  while (h.size() % 8 != 0) h += ' ';  // as the Python package does: aligned data
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw_error<ValueError>("[save_safetensors] cannot open '", path, "' for writing");
+  uint64_t n = h.size();
+  unsigned char len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
+  f.write(reinterpret_cast<const char*>(len), 8);
+  f.write(h.data(), static_cast<std::streamsize>(h.size()));
+  for (const auto& c : datas) {
+    size_t nb = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+    if (nb) f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(nb));
+  }
+  if (!f) throw_error<ValueError>("[save_safetensors] failed writing '", path, "'");
+}
+
+TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_size) {
+  auto fail = [&](auto&&... what) {
+    throw_error<ValueError>("[load_safetensors] '", path, "': ", what...);
+  };
+  std::ifstream f(path, std::ios::binary);
+  if (!f) fail("cannot open the file");
+  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const uint64_t size = bytes.size();
+  if (size < 8) fail("file is truncated: ", size, " bytes, less than the 8-byte header length");
+  uint64_t n = 0;
+  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
+  if (n > size - 8)
+    fail("header length ", n, " runs beyond the end of the file (", size, " bytes)");
+  json header =
+      json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(n), nullptr, false);
+  if (header.is_discarded()) fail("the header is not valid JSON");
+  if (!header.is_object()) fail("the header is not a JSON object");
+  const uint64_t data_size = size - 8 - n;
+  const char* data = bytes.data() + 8 + n;
+
+  struct Item {
+    std::string key, dtype;
+    SourceType type;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Item> items;
+  Shape meta_batch;
+  bool has_meta_batch = false;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& key = it.key();
+    const json& v = it.value();
+    if (key == "__metadata__") {
+      if (!v.is_object()) fail("__metadata__ is not an object");
+      if (v.contains("td.batch_size")) {
+        const json& b = v["td.batch_size"];
+        try {
+          if (!b.is_string()) throw ValueError("");
+          meta_batch = parse_shape_str(b.get<std::string>());
+          has_meta_batch = true;
+        } catch (const std::exception&) {
+          fail("__metadata__ has a malformed td.batch_size");
+        }
+      }
+      continue;
+    }
+    if (!v.is_object()) fail("entry '", key, "' is not an object");
+    if (!v.contains("dtype") || !v["dtype"].is_string()) fail("entry '", key, "' has no dtype");
+    if (!v.contains("shape") || !v["shape"].is_array()) fail("entry '", key, "' has no shape");
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2 || !v["data_offsets"][0].is_number_unsigned() ||
+        !v["data_offsets"][1].is_number_unsigned())
+      fail("entry '", key, "' has no valid data_offsets [begin, end]");
+    Item item;
+    item.key = key;
+    item.dtype = v["dtype"].get<std::string>();
+    if (!source_type(item.dtype, item.type))
+      fail("entry '", key, "' has unknown dtype '", item.dtype,
+           "' (supported: F32, F64, I64, BOOL, F16, BF16, I32, I16, I8, U8)");
+    uint64_t numel = 1;
+    for (const auto& d : v["shape"]) {
+      if (!d.is_number_unsigned()) fail("entry '", key, "' has a bad shape");
+      uint64_t s = d.get<uint64_t>();
+      if (s > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+          (s != 0 && numel > data_size / s + 1))
+        fail("entry '", key, "' has a shape larger than the file");
+      numel *= s;
+      item.shape.push_back(static_cast<int64_t>(s));
+    }
+    item.begin = v["data_offsets"][0].get<uint64_t>();
+    item.end = v["data_offsets"][1].get<uint64_t>();
+    if (item.begin > item.end || item.end > data_size)
+      fail("entry '", key, "' has data_offsets [", item.begin, ", ", item.end,
+           "] out of range of the ", data_size, " data bytes");
+    if (numel > data_size || item.end - item.begin != numel * item.type.nbytes)
+      fail("entry '", key, "' has ", item.end - item.begin, " data bytes but shape ",
+           shape_str(item.shape), " of ", item.dtype, " needs ", numel * item.type.nbytes);
+    items.push_back(std::move(item));
+  }
+  std::vector<const Item*> sorted;
+  for (const auto& i : items) sorted.push_back(&i);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Item* a, const Item* b) { return a->begin < b->begin; });
+  for (size_t i = 1; i < sorted.size(); ++i)
+    if (sorted[i]->begin < sorted[i - 1]->end && sorted[i]->begin != sorted[i]->end &&
+        sorted[i - 1]->begin != sorted[i - 1]->end)
+      fail("the data of '", sorted[i - 1]->key, "' and '", sorted[i]->key, "' overlap");
+
+  if (batch_size.empty() && has_meta_batch) batch_size = meta_batch;
+  TensorDict out;
+  for (const auto& item : items) {
+    Tensor t = Tensor::empty(item.shape, item.type.dtype);
+    int64_t numel = t.numel();
+    if (numel > 0) {
+      const char* src = data + item.begin;
+      if (item.dtype == st_dtype(item.type.dtype)) {
+        std::memcpy(t.raw_data(), src, item.end - item.begin);
+        if (item.type.dtype == DType::Bool) {  // only 0/1 are valid bools
+          auto* b = static_cast<unsigned char*>(t.raw_data());
+          for (int64_t i = 0; i < numel; ++i)
+            if (b[i] > 1) fail("entry '", item.key, "' holds a BOOL byte other than 0 or 1");
+        }
+      } else {
+        convert(item.dtype, src, t.raw_data(), numel);
+      }
+    }
+    if (out.contains(item.key)) fail("key '", item.key, "' clashes with a nested entry");
+    try {
+      out.set(item.key, t);
+    } catch (const KeyError& e) {
+      fail("key '", item.key, "' clashes with another entry: ", e.what());
+    }
+  }
+  try {
+    out.set_batch_size(batch_size);
+  } catch (const ValueError& e) {
+    fail(e.what());
+  }
+  return out;
+}
+
+}  // namespace td

@@ -1,0 +1,491 @@
+#include "modules/tensordict.h"
+
+#include <algorithm>
+#include <ostream>
+#include <sstream>
+
+#include "engine/ops.h"
+#include "modules/module.h"
+
+namespace td {
+
+namespace {
+bool has_prefix(const Shape& shape, const Shape& prefix) {
+  return shape.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), shape.begin());
+}
+std::pair<std::string, std::string> split_first(const std::string& key) {
+  auto dot = key.find('.');
+  if (dot == std::string::npos) return {key, ""};
+  return {key.substr(0, dot), key.substr(dot + 1)};
+}
+void check_key(const std::string& key) {
+  if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
+    throw_error<KeyError>("[TensorDict] invalid key '", key, "'");
+}
+}  // namespace
+
+TensorDict::TensorDict(Shape batch_size) : batch_size_(std::move(batch_size)) {
+  check_sizes("TensorDict", batch_size_);
+}
+
+TensorDict::TensorDict(std::initializer_list<std::pair<std::string, Tensor>> items,
+                       Shape batch_size)
+    : TensorDict(std::move(batch_size)) {
+  for (const auto& [k, t] : items) set(k, t);
+}
+
+void TensorDict::set_batch_size(Shape batch_size) {
+  check_sizes("TensorDict.set_batch_size", batch_size);
+  for (auto& [k, e] : entries_) {
+    if (auto* t = std::get_if<Tensor>(&e)) {
+      if (!has_prefix(t->shape(), batch_size))
+        throw_error<ValueError>("[TensorDict] batch_size ", shape_str(batch_size),
+                                " does not match '", k, "' of shape ", shape_str(t->shape()));
+    }
+  }
+  for (auto& [k, e] : entries_) {
+    if (auto* d = std::get_if<TensorDict>(&e)) {
+      if (!has_prefix(d->batch_size(), batch_size)) {
+        try {
+          d->set_batch_size(batch_size);
+        } catch (const ValueError& err) {
+          throw_error<ValueError>("[TensorDict] batch_size ", shape_str(batch_size),
+                                  " does not match nested entry '", k, "': ", err.what());
+        }
+      }
+    }
+  }
+  batch_size_ = std::move(batch_size);
+}
+
+void TensorDict::set(const std::string& key, Tensor value) {
+  check_key(key);
+  if (!value.defined()) throw_error<ValueError>("[TensorDict] '", key, "' is an undefined tensor");
+  auto [head, rest] = split_first(key);
+  if (!rest.empty()) {
+    for (auto& [k, e] : entries_) {
+      if (k != head) continue;
+      auto* d = std::get_if<TensorDict>(&e);
+      if (!d)
+        throw_error<KeyError>("[TensorDict] '", head, "' is a tensor, cannot set '", key, "'");
+      Shape shape = value.shape();
+      try {
+        d->set(rest, std::move(value));
+      } catch (const ValueError&) {
+        throw_error<ValueError>("[TensorDict] '", key, "' has shape ", shape_str(shape),
+                                ", which does not start with batch_size ",
+                                shape_str(d->batch_size()));
+      }
+      return;
+    }
+    TensorDict sub(batch_size_);
+    sub.set(rest, std::move(value));  // fails before insertion on a bad shape
+    entries_.emplace_back(head, std::move(sub));
+    return;
+  }
+  if (!has_prefix(value.shape(), batch_size_))
+    throw_error<ValueError>("[TensorDict] '", key, "' has shape ", shape_str(value.shape()),
+                            ", which does not start with batch_size ", shape_str(batch_size_));
+  for (auto& [k, e] : entries_) {
+    if (k == key) {
+      e = std::move(value);
+      return;
+    }
+  }
+  entries_.emplace_back(key, std::move(value));
+}
+
+void TensorDict::set(const std::string& key, TensorDict value) {
+  check_key(key);
+  auto [head, rest] = split_first(key);
+  if (!rest.empty()) {
+    for (auto& [k, e] : entries_) {
+      if (k != head) continue;
+      auto* d = std::get_if<TensorDict>(&e);
+      if (!d)
+        throw_error<KeyError>("[TensorDict] '", head, "' is a tensor, cannot set '", key, "'");
+      d->set(rest, std::move(value));
+      return;
+    }
+    TensorDict sub(batch_size_);
+    sub.set(rest, std::move(value));
+    entries_.emplace_back(head, std::move(sub));
+    return;
+  }
+  if (!has_prefix(value.batch_size(), batch_size_)) {
+    try {
+      value.set_batch_size(batch_size_);
+    } catch (const ValueError& err) {
+      throw_error<ValueError>("[TensorDict] nested entry '", key, "' with batch_size ",
+                              shape_str(value.batch_size()), " does not match batch_size ",
+                              shape_str(batch_size_), ": ", err.what());
+    }
+  }
+  for (auto& [k, e] : entries_) {
+    if (k == key) {
+      e = std::move(value);
+      return;
+    }
+  }
+  entries_.emplace_back(key, std::move(value));
+}
+
+namespace {
+const TensorDict::Entry* find_entry(const TensorDict& d, const std::string& key) {
+  auto [head, rest] = split_first(key);
+  for (const auto& [k, e] : d.items()) {
+    if (k != head) continue;
+    if (rest.empty()) return &e;
+    if (auto* sub = std::get_if<TensorDict>(&e)) return find_entry(*sub, rest);
+    return nullptr;
+  }
+  return nullptr;
+}
+[[noreturn]] void missing(const TensorDict& d, const std::string& key) {
+  std::ostringstream os;
+  os << "[TensorDict] key '" << key << "' not found; keys are [";
+  auto keys = d.keys(true, true);
+  for (size_t i = 0; i < keys.size(); ++i) os << (i ? ", '" : "'") << keys[i] << "'";
+  os << "]";
+  throw KeyError(os.str());
+}
+}  // namespace
+
+Tensor TensorDict::get(const std::string& key) const {
+  const Entry* e = find_entry(*this, key);
+  if (!e) missing(*this, key);
+  if (auto* t = std::get_if<Tensor>(e)) return *t;
+  throw_error<TypeError>("[TensorDict] '", key, "' is a nested TensorDict, not a tensor");
+}
+
+const TensorDict& TensorDict::get_dict(const std::string& key) const {
+  const Entry* e = find_entry(*this, key);
+  if (!e) missing(*this, key);
+  if (auto* d = std::get_if<TensorDict>(e)) return *d;
+  throw_error<TypeError>("[TensorDict] '", key, "' is a tensor, not a nested TensorDict");
+}
+
+bool TensorDict::contains(const std::string& key) const { return find_entry(*this, key); }
+
+bool TensorDict::erase(const std::string& key) {
+  auto [head, rest] = split_first(key);
+  for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+    if (it->first != head) continue;
+    if (rest.empty()) {
+      entries_.erase(it);
+      return true;
+    }
+    if (auto* d = std::get_if<TensorDict>(&it->second)) return d->erase(rest);
+    return false;
+  }
+  return false;
+}
+
+std::vector<std::string> TensorDict::keys(bool include_nested, bool leaves_only) const {
+  std::vector<std::string> out;
+  for (const auto& [k, e] : entries_) {
+    const auto* d = std::get_if<TensorDict>(&e);
+    if (!d || !leaves_only) out.push_back(k);
+    if (d && include_nested)
+      for (const auto& sub : d->keys(true, leaves_only)) out.push_back(k + "." + sub);
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> TensorDict::leaves() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const auto& [k, e] : entries_) {
+    if (const auto* t = std::get_if<Tensor>(&e)) {
+      out.emplace_back(k, *t);
+    } else {
+      for (auto& [sk, st] : std::get<TensorDict>(e).leaves()) out.emplace_back(k + "." + sk, st);
+    }
+  }
+  return out;
+}
+
+namespace {
+// Rebuilds d's structure with f applied to every leaf and `batch` as batch size.
+TensorDict map_dict(const TensorDict& d, const std::function<Tensor(const Tensor&)>& f,
+                    const Shape& batch) {
+  TensorDict out(batch);
+  for (const auto& [k, e] : d.items()) {
+    if (const auto* t = std::get_if<Tensor>(&e))
+      out.set(k, f(*t));
+    else
+      out.set(k, map_dict(std::get<TensorDict>(e), f, batch));
+  }
+  return out;
+}
+}  // namespace
+
+TensorDict TensorDict::operator[](int64_t i) const {
+  if (batch_size_.empty())
+    throw_error<ValueError>("[TensorDict] cannot index a TensorDict with batch_size []");
+  int64_t n = batch_size_[0];
+  if (i < -n || i >= n)
+    throw_error<IndexError>("[TensorDict] index ", i, " is out of range for batch_size ",
+                            shape_str(batch_size_));
+  if (i < 0) i += n;
+  Shape rest(batch_size_.begin() + 1, batch_size_.end());
+  return map_dict(
+      *this, [i](const Tensor& t) { return t.select(0, i); }, rest);
+}
+
+TensorDict TensorDict::slice(int64_t start, int64_t end, int64_t step) const {
+  if (batch_size_.empty())
+    throw_error<ValueError>("[TensorDict] cannot slice a TensorDict with batch_size []");
+  if (step <= 0) throw_error<ValueError>("[TensorDict] slice step must be positive, got ", step);
+  int64_t n = batch_size_[0];
+  auto clampi = [n](int64_t v) {
+    if (v < 0) v += n;
+    return std::clamp<int64_t>(v, 0, n);
+  };
+  int64_t s = clampi(start), e = std::max(clampi(end), clampi(start));
+  Shape bs = batch_size_;
+  bs[0] = (e - s + step - 1) / step;
+  return map_dict(
+      *this, [s, e, step](const Tensor& t) { return t.slice(0, s, e, step); }, bs);
+}
+
+TensorDict TensorDict::stack(const std::vector<TensorDict>& dicts, int64_t dim) {
+  if (dicts.empty()) throw_error<ValueError>("[TensorDict.stack] needs at least one TensorDict");
+  const TensorDict& first = dicts[0];
+  for (size_t i = 1; i < dicts.size(); ++i)
+    if (dicts[i].batch_size() != first.batch_size())
+      throw_error<ValueError>(
+          "[TensorDict.stack] batch sizes differ: ", shape_str(first.batch_size()), " and ",
+          shape_str(dicts[i].batch_size()), " (dict ", i, ")");
+  int64_t d = normalize_insert_dim("TensorDict.stack", dim, first.batch_dims());
+  auto k0 = first.keys(true, false);
+  for (size_t i = 1; i < dicts.size(); ++i) {
+    auto ki = dicts[i].keys(true, false);
+    for (const auto& k : k0)
+      if (!dicts[i].contains(k))
+        throw_error<ValueError>("[TensorDict.stack] key '", k, "' is missing in dict ", i);
+    for (const auto& k : ki)
+      if (!first.contains(k))
+        throw_error<ValueError>("[TensorDict.stack] dict ", i, " has an extra key '", k, "'");
+  }
+  Shape bs = first.batch_size();
+  bs.insert(bs.begin() + d, static_cast<int64_t>(dicts.size()));
+  TensorDict out(bs);
+  for (const auto& k : first.keys(true, false)) {
+    const Entry* e = find_entry(first, k);
+    if (std::holds_alternative<TensorDict>(*e)) {
+      if (!out.contains(k)) out.set(k, TensorDict(bs));
+      continue;
+    }
+    std::vector<Tensor> ts;
+    for (size_t i = 0; i < dicts.size(); ++i) {
+      Tensor t = dicts[i].get(k);
+      if (t.shape() != std::get<Tensor>(*e).shape())
+        throw_error<ValueError>("[TensorDict.stack] '", k, "' has shape ", shape_str(t.shape()),
+                                " in dict ", i, " but ", shape_str(std::get<Tensor>(*e).shape()),
+                                " in dict 0");
+      ts.push_back(t);
+    }
+    out.set(k, td::stack(ts, d));
+  }
+  return out;
+}
+
+TensorDict TensorDict::reshape(const Shape& batch_size) const {
+  int64_t n = shape_numel(batch_size_);
+  Shape bs = batch_size;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < bs.size(); ++i) {
+    if (bs[i] == -1) {
+      if (infer >= 0) throw_error<ValueError>("[TensorDict.reshape] only one dim may be -1");
+      infer = static_cast<int64_t>(i);
+    } else if (bs[i] < 0) {
+      throw_error<ValueError>("[TensorDict.reshape] invalid batch size ", shape_str(batch_size));
+    } else {
+      known *= bs[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || n % known != 0)
+      throw_error<ValueError>("[TensorDict.reshape] cannot reshape batch_size ",
+                              shape_str(batch_size_), " to ", shape_str(batch_size));
+    bs[infer] = n / known;
+  }
+  if (shape_numel(bs) != n)
+    throw_error<ValueError>("[TensorDict.reshape] cannot reshape batch_size ",
+                            shape_str(batch_size_), " to ", shape_str(batch_size),
+                            ": different number of elements");
+  size_t nb = batch_size_.size();
+  return map_dict(
+      *this,
+      [&](const Tensor& t) {
+        Shape s = bs;
+        s.insert(s.end(), t.shape().begin() + nb, t.shape().end());
+        return t.reshape(s);
+      },
+      bs);
+}
+
+TensorDict TensorDict::flatten_batch() const { return reshape({shape_numel(batch_size_)}); }
+
+TensorDict TensorDict::apply(const std::function<Tensor(const Tensor&)>& f) const {
+  return map_dict(*this, f, batch_size_);
+}
+TensorDict TensorDict::apply(const std::function<Tensor(const Tensor&)>& f,
+                             Shape new_batch_size) const {
+  return map_dict(*this, f, new_batch_size);
+}
+
+TensorDict TensorDict::clone() const {
+  return apply([](const Tensor& t) { return t.clone(); });
+}
+
+// ---- modules ----
+
+TensorDict TensorDict::from_module(const nn::Module& m) {
+  TensorDict out;
+  for (int buf = 0; buf < 2; ++buf)
+    for (const auto& [n, s] : m.own_slots())
+      if (s->is_buffer == (buf == 1) && s->value.defined()) out.set(n, s->value);
+  for (const auto& [n, c] : m.named_children()) out.set(n, from_module(*c));
+  return out;
+}
+
+namespace {
+bool same_layout(const Tensor& a, const Tensor& b) {
+  return a.is_same(b) ||
+         (a.storage() == b.storage() && a.offset() == b.offset() && a.shape() == b.shape() &&
+          a.strides() == b.strides() && a.dtype() == b.dtype());
+}
+TensorDict stack_modules(const std::vector<TensorDict>& ds, bool expand_identical) {
+  const TensorDict& first = ds[0];
+  Shape bs{static_cast<int64_t>(ds.size())};
+  TensorDict out(bs);
+  for (size_t idx = 0; idx < first.items().size(); ++idx) {
+    const auto& [k, e] = first.items()[idx];
+    if (const auto* sub = std::get_if<TensorDict>(&e)) {
+      std::vector<TensorDict> subs;
+      for (const auto& d : ds) subs.push_back(std::get<TensorDict>(d.items()[idx].second));
+      out.set(k, stack_modules(subs, expand_identical));
+      (void)sub;
+      continue;
+    }
+    std::vector<Tensor> ts;
+    for (const auto& d : ds) ts.push_back(std::get<Tensor>(d.items()[idx].second));
+    bool identical = expand_identical;
+    for (size_t i = 1; i < ts.size() && identical; ++i) identical = same_layout(ts[0], ts[i]);
+    if (identical) {
+      Shape s = ts[0].shape();
+      s.insert(s.begin(), static_cast<int64_t>(ts.size()));
+      out.set(k, ts[0].unsqueeze(0).expand(s));
+    } else {
+      out.set(k, td::stack(ts, 0));
+    }
+  }
+  return out;
+}
+}  // namespace
+
+TensorDict TensorDict::from_modules(const std::vector<const nn::Module*>& modules,
+                                    FromModulesOptions options) {
+  if (modules.empty()) throw_error<ValueError>("[from_modules] needs at least one module");
+  std::vector<TensorDict> ds;
+  for (const auto* m : modules) {
+    if (!m) throw_error<ValueError>("[from_modules] a module is null");
+    ds.push_back(from_module(*m));
+  }
+  // Structure and shapes must agree; name the first difference.
+  auto k0 = ds[0].keys(true, false);
+  for (size_t i = 1; i < ds.size(); ++i) {
+    auto ki = ds[i].keys(true, false);
+    for (size_t j = 0; j < std::max(k0.size(), ki.size()); ++j) {
+      std::string a = j < k0.size() ? k0[j] : "<none>", b = j < ki.size() ? ki[j] : "<none>";
+      if (a != b)
+        throw_error<ValueError>("[from_modules] module ", i,
+                                " differs from module 0 in "
+                                "structure: key '",
+                                b, "' where module 0 has '", a, "'");
+      if (ds[0].contains(a) && !std::holds_alternative<TensorDict>(*find_entry(ds[0], a))) {
+        bool d0 = false, di = false;
+        d0 = std::holds_alternative<TensorDict>(*find_entry(ds[0], a));
+        di = std::holds_alternative<TensorDict>(*find_entry(ds[i], a));
+        if (d0 != di)
+          throw_error<ValueError>("[from_modules] key '", a,
+                                  "' differs in kind between module "
+                                  "0 and module ",
+                                  i);
+        Shape s0 = ds[0].get(a).shape(), si = ds[i].get(a).shape();
+        if (s0 != si || ds[0].get(a).dtype() != ds[i].get(a).dtype())
+          throw_error<ValueError>("[from_modules] '", a, "' has shape ", shape_str(si),
+                                  " in module ", i, " but ", shape_str(s0), " in module 0");
+      }
+    }
+  }
+  return stack_modules(ds, options.expand_identical);
+}
+
+TensorDict::ModuleGuard TensorDict::to_module(nn::Module& m) const {
+  auto slots = m.named_slots();
+  auto mine = leaves();
+  for (const auto& [name, slot] : slots) {
+    if (!contains(name) || std::holds_alternative<TensorDict>(*find_entry(*this, name)))
+      throw_error<KeyError>("[to_module] the TensorDict has no entry for '", name, "' of ",
+                            m.type_name());
+    Tensor t = get(name);
+    if (t.shape() != slot->value.shape())
+      throw_error<ValueError>("[to_module] '", name, "' has shape ", shape_str(t.shape()),
+                              " but the module's tensor has shape ",
+                              shape_str(slot->value.shape()));
+  }
+  for (const auto& [k, t] : mine)
+    if (m.find_slot(k) == nullptr)
+      throw_error<KeyError>("[to_module] extra key '", k, "' is not a parameter or buffer of ",
+                            m.type_name());
+  std::vector<std::pair<std::string, Tensor>> saved;
+  for (auto& [name, slot] : slots) {
+    saved.emplace_back(name, slot->value);
+    slot->value = get(name);
+  }
+  return ModuleGuard(m, std::move(saved));
+}
+
+TensorDict::ModuleGuard::ModuleGuard(nn::Module& m,
+                                     std::vector<std::pair<std::string, Tensor>> saved)
+    : module_(&m), saved_(std::move(saved)) {}
+
+TensorDict::ModuleGuard::ModuleGuard(ModuleGuard&& o) noexcept
+    : module_(o.module_), saved_(std::move(o.saved_)) {
+  o.module_ = nullptr;
+}
+
+TensorDict::ModuleGuard::~ModuleGuard() {
+  if (!module_) return;
+  for (auto& [name, t] : saved_)
+    if (nn::TensorSlot* s = module_->find_slot(name)) s->value = std::move(t);
+}
+
+// ---- printing ----
+
+namespace {
+void print_dict(std::ostream& os, const TensorDict& d, int indent) {
+  std::string pad(indent + 4, ' '), pad2(indent + 8, ' ');
+  os << "TensorDict(\n" << pad << "fields={";
+  bool first = true;
+  for (const auto& [k, e] : d.items()) {
+    os << (first ? "\n" : ",\n") << pad2 << k << ": ";
+    first = false;
+    if (const auto* t = std::get_if<Tensor>(&e)) {
+      os << "Tensor(shape=" << t->shape() << ", dtype=td." << dtype_name(t->dtype()) << ")";
+    } else {
+      print_dict(os, std::get<TensorDict>(e), indent + 8);
+    }
+  }
+  os << "},\n" << pad << "batch_size=" << d.batch_size() << ")";
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const TensorDict& d) {
+  print_dict(os, d, 0);
+  return os;
+}
+
+}  // namespace td

@@ -1,0 +1,108 @@
+#pragma once
+// TensorDict: a nested, insertion-ordered map of tensors whose leaves share leading batch dims
+// (the parameter store of functional_vmap). Dotted keys ("0.weight") address nested entries.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace td {
+namespace nn {
+class Module;
+}
+
+// Options of TensorDict::from_modules (at namespace scope so that `= {}` defaults compile).
+struct FromModulesOptions {
+  bool expand_identical = false;  // a tensor shared by every module is expanded, not copied
+};
+
+class TensorDict {
+ public:
+  using Entry = std::variant<Tensor, TensorDict>;
+
+  explicit TensorDict(Shape batch_size = {});
+  // {{"weight", w}, {"bias", b}} with a batch size.
+  TensorDict(std::initializer_list<std::pair<std::string, Tensor>> items, Shape batch_size = {});
+
+  const Shape& batch_size() const { return batch_size_; }
+  int64_t batch_dims() const { return static_cast<int64_t>(batch_size_.size()); }
+  // Changes the batch size; every leaf must have it as leading dims (ValueError otherwise).
+  void set_batch_size(Shape batch_size);
+
+  // Sets a leaf or a nested dict; dotted keys create the intermediate dicts. The entry's leading
+  // dims must match batch_size() (ValueError naming the key and both shapes).
+  void set(const std::string& key, Tensor value);
+  void set(const std::string& key, TensorDict value);
+  Tensor get(const std::string& key) const;                  // KeyError
+  const TensorDict& get_dict(const std::string& key) const;  // KeyError / TypeError
+  bool contains(const std::string& key) const;
+  bool erase(const std::string& key);
+  size_t size() const { return entries_.size(); }  // top-level entries
+  bool empty() const { return entries_.empty(); }
+
+  // Top-level keys; include_nested adds dotted keys of nested entries, leaves_only drops the
+  // keys of nested dicts.
+  std::vector<std::string> keys(bool include_nested = false, bool leaves_only = false) const;
+  // Every leaf with its dotted key, in insertion order.
+  std::vector<std::pair<std::string, Tensor>> leaves() const;
+  const std::vector<std::pair<std::string, Entry>>& items() const { return entries_; }
+
+  // Indexing on the first batch dim (IndexError; ValueError when there is no batch dim).
+  TensorDict operator[](int64_t i) const;
+  TensorDict slice(int64_t start, int64_t end, int64_t step = 1) const;
+  // Stacks dicts of equal structure along a new leading batch dim.
+  static TensorDict stack(const std::vector<TensorDict>& dicts, int64_t dim = 0);
+  // Reshapes the batch dims (leaves keep their per-set dims); -1 allowed.
+  TensorDict reshape(const Shape& batch_size) const;
+  // Merges all batch dims into one.
+  TensorDict flatten_batch() const;
+  TensorDict apply(const std::function<Tensor(const Tensor&)>& f) const;  // same batch size
+  TensorDict apply(const std::function<Tensor(const Tensor&)>& f, Shape new_batch_size) const;
+  TensorDict clone() const;
+
+  // ---- modules ----
+  using FromModulesOptions = td::FromModulesOptions;
+  // The parameters and buffers of m, nested by submodule, sharing their storage.
+  static TensorDict from_module(const nn::Module& m);
+  static TensorDict from_modules(const std::vector<const nn::Module*>& modules,
+                                 FromModulesOptions options = {});
+  template <class Range>
+  static TensorDict from_modules(const Range& modules, FromModulesOptions options = {}) {
+    std::vector<const nn::Module*> ptrs;
+    for (const auto& m : modules) ptrs.push_back(&*m);
+    return from_modules(ptrs, options);
+  }
+  // Puts this dict's tensors into m; the guard restores m's own tensors when destroyed.
+  class ModuleGuard;
+  [[nodiscard]] ModuleGuard to_module(nn::Module& m) const;
+
+  // ---- safetensors files ----
+  void save_safetensors(const std::string& path) const;
+  // Dotted keys become nesting; batch_size is given, or inferred as the longest leading shape
+  // shared by every leaf when `infer_batch_dims` is -1... (see docs in tensordict.cpp).
+  static TensorDict load_safetensors(const std::string& path, Shape batch_size = {});
+
+ private:
+  Shape batch_size_;
+  std::vector<std::pair<std::string, Entry>> entries_;
+};
+
+class TensorDict::ModuleGuard {
+ public:
+  ModuleGuard(nn::Module& m, std::vector<std::pair<std::string, Tensor>> saved);
+  ModuleGuard(ModuleGuard&& o) noexcept;
+  ModuleGuard(const ModuleGuard&) = delete;
+  ~ModuleGuard();  // restores
+
+ private:
+  nn::Module* module_;
+  std::vector<std::pair<std::string, Tensor>> saved_;
+};
+
+std::ostream& operator<<(std::ostream& os, const TensorDict& td);
+
+}  // namespace td

@@ -1,0 +1,263 @@
+#include "modules/value.h"
+
+#include <algorithm>
+#include <cmath>
+#include <iomanip>
+#include <ostream>
+#include <sstream>
+
+#include "modules/tensordict.h"
+
+namespace td {
+
+// ---- ValueDict ----
+
+ValueDict::ValueDict(std::initializer_list<std::pair<std::string, Value>> items) {
+  for (const auto& [k, v] : items) set(k, v);
+}
+
+bool ValueDict::contains(const std::string& key) const {
+  for (const auto& kv : items_)
+    if (kv.first == key) return true;
+  return false;
+}
+
+const Value& ValueDict::at(const std::string& key) const {
+  for (const auto& kv : items_)
+    if (kv.first == key) return kv.second;
+  std::ostringstream os;
+  os << "[ValueDict] key '" << key << "' not found; keys are [";
+  for (size_t i = 0; i < items_.size(); ++i) os << (i ? ", '" : "'") << items_[i].first << "'";
+  os << "]";
+  throw KeyError(os.str());
+}
+
+Value& ValueDict::operator[](const std::string& key) {
+  for (auto& kv : items_)
+    if (kv.first == key) return kv.second;
+  items_.emplace_back(key, Value());
+  return items_.back().second;
+}
+
+void ValueDict::set(const std::string& key, Value v) { (*this)[key] = std::move(v); }
+
+bool ValueDict::erase(const std::string& key) {
+  for (auto it = items_.begin(); it != items_.end(); ++it) {
+    if (it->first == key) {
+      items_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> ValueDict::keys() const {
+  std::vector<std::string> out;
+  for (const auto& kv : items_) out.push_back(kv.first);
+  return out;
+}
+
+// ---- Value ----
+
+Value::Value(TensorDict td) : v_(std::make_shared<TensorDict>(std::move(td))) {}
+
+const char* Value::kind_name() const {
+  static const char* names[] = {"None",   "bool",       "int",  "float", "str",
+                                "Tensor", "TensorDict", "list", "dict"};
+  return names[v_.index()];
+}
+
+namespace {
+[[noreturn]] void wrong_kind(const Value& v, const char* wanted) {
+  throw_error<TypeError>("[Value] expected ", wanted, " but the value holds ", v.kind_name());
+}
+}  // namespace
+
+bool Value::to_bool() const {
+  if (kind() != Kind::Bool) wrong_kind(*this, "bool");
+  return std::get<bool>(v_);
+}
+int64_t Value::to_int() const {
+  if (kind() != Kind::Int) wrong_kind(*this, "int");
+  return std::get<int64_t>(v_);
+}
+double Value::to_double() const {
+  if (kind() == Kind::Int) return static_cast<double>(std::get<int64_t>(v_));
+  if (kind() != Kind::Double) wrong_kind(*this, "float");
+  return std::get<double>(v_);
+}
+const std::string& Value::str() const {
+  if (kind() != Kind::String) wrong_kind(*this, "str");
+  return std::get<std::string>(v_);
+}
+const Tensor& Value::tensor() const {
+  if (kind() != Kind::Tensor) wrong_kind(*this, "Tensor");
+  return std::get<Tensor>(v_);
+}
+const TensorDict& Value::tensordict() const {
+  if (kind() != Kind::TensorDict) wrong_kind(*this, "TensorDict");
+  return *std::get<std::shared_ptr<TensorDict>>(v_);
+}
+const ValueList& Value::list() const {
+  if (kind() != Kind::List) wrong_kind(*this, "list");
+  return *std::get<std::shared_ptr<ValueList>>(v_);
+}
+ValueList& Value::list() {
+  if (kind() != Kind::List) wrong_kind(*this, "list");
+  return *std::get<std::shared_ptr<ValueList>>(v_);
+}
+const ValueDict& Value::dict() const {
+  if (kind() != Kind::Dict) wrong_kind(*this, "dict");
+  return *std::get<std::shared_ptr<ValueDict>>(v_);
+}
+ValueDict& Value::dict() {
+  if (kind() != Kind::Dict) wrong_kind(*this, "dict");
+  return *std::get<std::shared_ptr<ValueDict>>(v_);
+}
+
+const Value& Value::operator[](size_t i) const {
+  const ValueList& l = list();
+  if (i >= l.size())
+    throw_error<IndexError>("[Value] list index ", i, " out of range for a list of ", l.size());
+  return l[i];
+}
+const Value& Value::operator[](const std::string& key) const { return dict().at(key); }
+
+namespace {
+void print_str(std::ostream& os, const std::string& s) {
+  // Python's repr: single quotes unless the string holds one and no double quote.
+  char q = (s.find('\'') != std::string::npos && s.find('"') == std::string::npos) ? '"' : '\'';
+  os << q;
+  for (char c : s) {
+    if (c == q || c == '\\')
+      os << '\\' << c;
+    else if (c == '\n')
+      os << "\\n";
+    else if (c == '\t')
+      os << "\\t";
+    else
+      os << c;
+  }
+  os << q;
+}
+
+void print_double(std::ostream& os, double d) {
+  // Python's repr: shortest round-trip, always with a dot or exponent.
+  std::ostringstream s;
+  s << std::setprecision(17) << d;
+  for (int p = 1; p <= 17; ++p) {
+    std::ostringstream t;
+    t << std::setprecision(p) << d;
+    if (std::stod(t.str()) == d || std::isnan(d)) {
+      s.str(t.str());
+      break;
+    }
+  }
+  std::string r = s.str();
+  if (r == "inf")
+    r = "inf";
+  else if (r == "-inf")
+    r = "-inf";
+  else if (r == "nan" || r == "-nan")
+    r = "nan";
+  else if (r.find_first_of(".e") == std::string::npos)
+    r += ".0";
+  os << r;
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::None:
+      return os << "None";
+    case Value::Kind::Bool:
+      return os << (v.to_bool() ? "True" : "False");
+    case Value::Kind::Int:
+      return os << v.to_int();
+    case Value::Kind::Double:
+      print_double(os, v.to_double());
+      return os;
+    case Value::Kind::String:
+      print_str(os, v.str());
+      return os;
+    case Value::Kind::Tensor:
+      return os << v.tensor();
+    case Value::Kind::TensorDict:
+      return os << v.tensordict();
+    case Value::Kind::List: {
+      os << "[";
+      const auto& l = v.list();
+      for (size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << l[i];
+      return os << "]";
+    }
+    case Value::Kind::Dict: {
+      os << "{";
+      bool first = true;
+      for (const auto& [k, x] : v.dict().items()) {
+        if (!first) os << ", ";
+        first = false;
+        print_str(os, k);
+        os << ": " << x;
+      }
+      return os << "}";
+    }
+  }
+  return os;
+}
+
+Value map_tensors(const Value& v, const std::function<Tensor(const Tensor&)>& f) {
+  switch (v.kind()) {
+    case Value::Kind::Tensor:
+      return Value(f(v.tensor()));
+    case Value::Kind::TensorDict: {
+      const TensorDict& d = v.tensordict();
+      // Keep the batch size when every new leaf still has it, else fall back to [].
+      auto leaves = d.leaves();
+      std::vector<std::pair<std::string, Tensor>> mapped;
+      bool keep = true;
+      for (auto& [k, t] : leaves) {
+        Tensor r = f(t);
+        if (r.dim() < d.batch_dims() ||
+            !std::equal(d.batch_size().begin(), d.batch_size().end(), r.shape().begin()))
+          keep = false;
+        mapped.emplace_back(k, std::move(r));
+      }
+      TensorDict out(keep ? d.batch_size() : Shape{});
+      for (auto& [k, t] : mapped) out.set(k, t);
+      return Value(std::move(out));
+    }
+    case Value::Kind::List: {
+      ValueList out;
+      for (const auto& x : v.list()) out.push_back(map_tensors(x, f));
+      return Value(std::move(out));
+    }
+    case Value::Kind::Dict: {
+      ValueDict out;
+      for (const auto& [k, x] : v.dict().items()) out.set(k, map_tensors(x, f));
+      return Value(std::move(out));
+    }
+    default:
+      return v;
+  }
+}
+
+void for_each_tensor(const Value& v, const std::function<void(const Tensor&)>& f) {
+  switch (v.kind()) {
+    case Value::Kind::Tensor:
+      f(v.tensor());
+      break;
+    case Value::Kind::TensorDict:
+      for (const auto& [k, t] : v.tensordict().leaves()) f(t);
+      break;
+    case Value::Kind::List:
+      for (const auto& x : v.list()) for_each_tensor(x, f);
+      break;
+    case Value::Kind::Dict:
+      for (const auto& [k, x] : v.dict().items()) for_each_tensor(x, f);
+      break;
+    default:
+      break;
+  }
+}
+
+}  // namespace td

@@ -1,0 +1,96 @@
+#pragma once
+// Value: what modules take and return. None | bool | int | double | string | Tensor |
+// TensorDict | list | dict (string keys, insertion order). vmap batches every Tensor leaf.
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace td {
+
+class TensorDict;
+class Value;
+
+using ValueList = std::vector<Value>;
+// A dict with string keys in insertion order.
+class ValueDict {
+ public:
+  ValueDict() = default;
+  ValueDict(std::initializer_list<std::pair<std::string, Value>> items);
+  bool contains(const std::string& key) const;
+  const Value& at(const std::string& key) const;  // KeyError naming the key and the keys
+  Value& operator[](const std::string& key);      // inserts None if absent
+  void set(const std::string& key, Value v);      // replaces in place or appends
+  bool erase(const std::string& key);
+  size_t size() const { return items_.size(); }
+  bool empty() const { return items_.empty(); }
+  std::vector<std::string> keys() const;
+  const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  std::vector<std::pair<std::string, Value>>& items() { return items_; }
+
+ private:
+  std::vector<std::pair<std::string, Value>> items_;
+};
+
+class Value {
+ public:
+  enum class Kind { None, Bool, Int, Double, String, Tensor, TensorDict, List, Dict };
+
+  Value() = default;
+  Value(std::nullptr_t) {}
+  Value(bool b) : v_(b) {}
+  Value(int i) : v_(int64_t{i}) {}
+  Value(int64_t i) : v_(i) {}
+  Value(double d) : v_(d) {}
+  Value(const char* s) : v_(std::string(s)) {}
+  Value(std::string s) : v_(std::move(s)) {}
+  Value(Tensor t) : v_(std::move(t)) {}
+  Value(TensorDict td);
+  Value(ValueList l) : v_(std::make_shared<ValueList>(std::move(l))) {}
+  Value(ValueDict d) : v_(std::make_shared<ValueDict>(std::move(d))) {}
+
+  Kind kind() const { return static_cast<Kind>(v_.index()); }
+  const char* kind_name() const;  // "None", "Tensor", ...
+  bool is_none() const { return kind() == Kind::None; }
+  bool is_tensor() const { return kind() == Kind::Tensor; }
+  bool is_tensordict() const { return kind() == Kind::TensorDict; }
+  bool is_list() const { return kind() == Kind::List; }
+  bool is_dict() const { return kind() == Kind::Dict; }
+
+  // Checked accessors: TypeError naming what the value holds.
+  bool to_bool() const;
+  int64_t to_int() const;
+  double to_double() const;  // an int converts
+  const std::string& str() const;
+  const Tensor& tensor() const;
+  const TensorDict& tensordict() const;
+  const ValueList& list() const;
+  ValueList& list();
+  const ValueDict& dict() const;
+  ValueDict& dict();
+
+  // List and dict element access (TypeError if not a list / dict).
+  const Value& operator[](size_t i) const;                // IndexError when out of range
+  const Value& operator[](const std::string& key) const;  // KeyError
+
+ private:
+  std::variant<std::monostate, bool, int64_t, double, std::string, Tensor,
+               std::shared_ptr<TensorDict>, std::shared_ptr<ValueList>, std::shared_ptr<ValueDict>>
+      v_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Value& v);
+
+// Applies f to every Tensor leaf (inside lists, dicts and TensorDicts), rebuilding the same
+// structure; a TensorDict's batch size is recomputed by the caller-supplied rule (if any).
+Value map_tensors(const Value& v, const std::function<Tensor(const Tensor&)>& f);
+// Calls f on every Tensor leaf in order.
+void for_each_tensor(const Value& v, const std::function<void(const Tensor&)>& f);
+
+}  // namespace td

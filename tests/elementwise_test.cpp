@@ -1,0 +1,311 @@
+// Element-wise ops: values against hand values or naive loops, dtype promotion, broadcasting,
+// non-contiguous inputs, empty tensors and error paths.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine/engine.h"
+#include "engine/kernels/kernels.h"
+
+using namespace td;
+
+namespace {
+
+std::vector<float> fv(const Tensor& t) { return t.to_vector<float>(); }
+
+template <class E, class F>
+void check_throws_mentioning(F f, const std::string& op) {
+  try {
+    f();
+    FAIL("expected an exception");
+  } catch (const E& e) {
+    CHECK(std::string(e.what()).find("[" + op + "]") != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("unary float ops match std math") {
+  std::vector<float> v = {-2.f, -0.5f, 0.f, 0.25f, 1.f, 3.f};
+  Tensor x = tensor(v);
+  auto ex = fv(exp(x)), th = fv(tanh(x)), sg = fv(sigmoid(x)), ab = fv(abs(x)), ng = fv(neg(x));
+  auto re = fv(relu(x)), ge = fv(gelu(x)), gt = fv(gelu(x, true));
+  for (size_t i = 0; i < v.size(); ++i) {
+    float a = v[i];
+    CHECK(ex[i] == doctest::Approx(std::exp(a)));
+    CHECK(th[i] == doctest::Approx(std::tanh(a)));
+    CHECK(sg[i] == doctest::Approx(1.0 / (1.0 + std::exp(-a))));
+    CHECK(ab[i] == std::fabs(a));
+    CHECK(ng[i] == -a);
+    CHECK(re[i] == (a > 0 ? a : 0.f));
+    CHECK(ge[i] == doctest::Approx(0.5 * a * (1 + std::erf(a / std::sqrt(2.0)))).epsilon(1e-5));
+    double c = std::sqrt(2.0 / M_PI);
+    CHECK(gt[i] ==
+          doctest::Approx(0.5 * a * (1 + std::tanh(c * (a + 0.044715 * a * a * a)))).epsilon(1e-5));
+  }
+  // gelu(1) = 0.8413447 (PyTorch), tanh approximation 0.8411920
+  CHECK(gelu(scalar_tensor(1.0)).item<float>() == doctest::Approx(0.8413447f));
+  CHECK(gelu(scalar_tensor(1.0), true).item<float>() == doctest::Approx(0.8411920f));
+  Tensor p = tensor({1.f, 4.f, 9.f});
+  CHECK(fv(sqrt(p)) == std::vector<float>{1.f, 2.f, 3.f});
+  auto rs = fv(rsqrt(p));
+  CHECK(rs[1] == doctest::Approx(0.5f));
+  auto lg = fv(log(p));
+  CHECK(lg[1] == doctest::Approx(std::log(4.0)));
+  CHECK(std::isnan(log(scalar_tensor(-1.0)).item<float>()));
+}
+
+TEST_CASE("unary dtype rules") {
+  Tensor i = tensor<int64_t>({1, -2, 3});
+  CHECK(exp(i).dtype() == kFloat32);
+  CHECK(sqrt(tensor<bool>({true, false})).dtype() == kFloat32);
+  CHECK(neg(i).dtype() == kInt64);
+  CHECK(neg(i).to_vector<int64_t>() == std::vector<int64_t>{-1, 2, -3});
+  CHECK(abs(i).to_vector<int64_t>() == std::vector<int64_t>{1, 2, 3});
+  CHECK(relu(i).dtype() == kInt64);
+  CHECK(relu(i).to_vector<int64_t>() == std::vector<int64_t>{1, 0, 3});
+  Tensor d = tensor<double>({0.5});
+  CHECK(exp(d).dtype() == kFloat64);
+  CHECK(exp(d).item<double>() == doctest::Approx(std::exp(0.5)).epsilon(1e-12));
+  Tensor b = tensor<bool>({true, false});
+  check_throws_mentioning<TypeError>([&] { neg(b); }, "neg");
+  check_throws_mentioning<TypeError>([&] { abs(b); }, "abs");
+  check_throws_mentioning<TypeError>([&] { relu(b); }, "relu");
+  CHECK(logical_not(b).to_vector<bool>() == std::vector<bool>{false, true});
+  CHECK((!tensor({0.f, 2.f})).to_vector<bool>() == std::vector<bool>{true, false});
+  CHECK(logical_not(i).dtype() == kBool);
+}
+
+TEST_CASE("clamp") {
+  Tensor x = tensor({-2.f, 0.5f, 3.f});
+  CHECK(fv(clamp(x, -1.0, 1.0)) == std::vector<float>{-1.f, 0.5f, 1.f});
+  CHECK(fv(clamp(x, 0.0, std::nullopt)) == std::vector<float>{0.f, 0.5f, 3.f});
+  CHECK(fv(clamp(x, std::nullopt, 0.0)) == std::vector<float>{-2.f, 0.f, 0.f});
+  Tensor i = tensor<int64_t>({1, 5});
+  CHECK(clamp(i, 2.0, std::nullopt).dtype() == kInt64);
+  Tensor ci = clamp(i, 2.5, std::nullopt);  // PyTorch: [2.5, 5.0] float32
+  CHECK(ci.dtype() == kFloat32);
+  CHECK(fv(ci) == std::vector<float>{2.5f, 5.f});
+  CHECK_THROWS_AS(clamp(x, std::nullopt, std::nullopt), ValueError);
+  check_throws_mentioning<ValueError>([&] { clamp(x, std::nullopt, std::nullopt); }, "clamp");
+}
+
+TEST_CASE("binary arithmetic with broadcasting against a naive loop") {
+  Tensor a = arange(0, 6, 1, kFloat32).reshape({2, 3});
+  Tensor b = tensor({10.f, 20.f, 30.f});
+  Tensor c = tensor({1.f, 2.f}).reshape({2, 1});
+  auto s = fv(a + b), m = fv(a * c), d = fv(a - c), q = fv(a / b);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      float av = static_cast<float>(i * 3 + j);
+      CHECK(s[i * 3 + j] == av + 10.f * (j + 1));
+      CHECK(m[i * 3 + j] == av * (i + 1));
+      CHECK(d[i * 3 + j] == av - (i + 1));
+      CHECK(q[i * 3 + j] == doctest::Approx(av / (10.f * (j + 1))));
+    }
+  // [2,1] + [3] -> [2,3]
+  CHECK((c + b).shape() == Shape{2, 3});
+  CHECK(fv(pow(tensor({2.f, 3.f}), tensor({3.f, 2.f}))) == std::vector<float>{8.f, 9.f});
+  CHECK(fv(maximum(tensor({1.f, 5.f}), tensor({3.f, 2.f}))) == std::vector<float>{3.f, 5.f});
+  CHECK(fv(minimum(tensor({1.f, 5.f}), tensor({3.f, 2.f}))) == std::vector<float>{1.f, 2.f});
+  CHECK(std::isnan(fv(maximum(tensor({NAN}), tensor({1.f})))[0]));
+}
+
+TEST_CASE("binary on non-contiguous inputs") {
+  Tensor base = arange(0, 12, 1, kFloat32).reshape({3, 4});
+  Tensor t = base.t();                                             // [4, 3] transposed
+  Tensor s = base.slice(1, 0, std::nullopt, 2);                    // [3, 2] step 2
+  Tensor e = tensor({1.f, 2.f, 3.f}).unsqueeze(1).expand({3, 2});  // stride 0
+  auto r1 = fv(t + t);
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(r1[i * 3 + j] == 2.f * (j * 4 + i));
+  auto r2 = fv(s * e);
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) CHECK(r2[i * 2 + j] == static_cast<float>(i * 4 + 2 * j) * (i + 1));
+  auto r3 = fv(exp(s));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j)
+      CHECK(r3[i * 2 + j] == doctest::Approx(std::exp(static_cast<float>(i * 4 + 2 * j))));
+  auto r4 = fv(relu(t - 5.0));  // t[0][1] = base[1][0] = 4, t[3][2] = base[2][3] = 11
+  CHECK(r4[1] == 0.f);
+  CHECK(r4[11] == 6.f);
+}
+
+TEST_CASE("type promotion") {
+  Tensor i = tensor<int64_t>({1, 2});
+  Tensor f = tensor({0.5f, 1.5f});
+  Tensor d = tensor<double>({1.0, 2.0});
+  Tensor b = tensor<bool>({true, false});
+  CHECK((i + f).dtype() == kFloat32);
+  CHECK((f + d).dtype() == kFloat64);
+  CHECK((i + b).dtype() == kInt64);
+  CHECK((b + b).dtype() == kBool);
+  CHECK((b + b).to_vector<bool>() == std::vector<bool>{true, false});
+  CHECK((b * 2.0).dtype() == kInt64);
+  CHECK((b * 2.0).to_vector<int64_t>() == std::vector<int64_t>{2, 0});
+  CHECK((i / i).dtype() == kFloat32);  // true division
+  CHECK(fv(tensor<int64_t>({1, 3}) / tensor<int64_t>({2, 2})) == std::vector<float>{0.5f, 1.5f});
+  CHECK(fv(i / 2.0) == std::vector<float>{0.5f, 1.f});
+  // scalars: int + 2.5 -> float32, float64 + 1 -> float64, int + 2 -> int64, f32 + 1e300 stays f32
+  CHECK((i + 2.5).dtype() == kFloat32);
+  CHECK(fv(i + 2.5) == std::vector<float>{3.5f, 4.5f});
+  CHECK((d + 1.0).dtype() == kFloat64);
+  CHECK((i + 2.0).dtype() == kInt64);
+  CHECK((i + 2.0).to_vector<int64_t>() == std::vector<int64_t>{3, 4});
+  CHECK((f * 2.0).dtype() == kFloat32);
+  CHECK((2.0 - f).to_vector<float>() == std::vector<float>{1.5f, 0.5f});
+  CHECK((3.0 / f).to_vector<float>() == std::vector<float>{6.f, 2.f});
+  CHECK((1.0 + i).dtype() == kInt64);
+  CHECK((2.0 * i).to_vector<int64_t>() == std::vector<int64_t>{2, 4});
+  CHECK(pow(i, 2.0).to_vector<int64_t>() == std::vector<int64_t>{1, 4});
+  CHECK(wrap_scalar(2.0, i).dim() == 0);
+  CHECK(wrap_scalar(2.5, d).dtype() == kFloat64);
+  CHECK_THROWS_AS(b - b, TypeError);
+  check_throws_mentioning<TypeError>([&] { sub(b, b); }, "sub");
+}
+
+TEST_CASE("comparisons and logical ops give bool") {
+  Tensor a = tensor({1.f, 2.f, 3.f});
+  Tensor b = tensor({3.f, 2.f, 1.f});
+  CHECK((a < b).to_vector<bool>() == std::vector<bool>{true, false, false});
+  CHECK((a <= b).to_vector<bool>() == std::vector<bool>{true, true, false});
+  CHECK((a > b).to_vector<bool>() == std::vector<bool>{false, false, true});
+  CHECK((a >= b).to_vector<bool>() == std::vector<bool>{false, true, true});
+  CHECK(eq(a, b).to_vector<bool>() == std::vector<bool>{false, true, false});
+  CHECK(ne(a, b).to_vector<bool>() == std::vector<bool>{true, false, true});
+  CHECK((a < 2.0).to_vector<bool>() == std::vector<bool>{true, false, false});
+  CHECK((a >= 2.0).dtype() == kBool);
+  CHECK(eq(tensor<int64_t>({2, 3}), 2.5).to_vector<bool>() == std::vector<bool>{false, false});
+  CHECK(lt(tensor<int64_t>({2, 3}), 2.5).to_vector<bool>() == std::vector<bool>{true, false});
+  CHECK(le(a, 1.0).to_vector<bool>()[0]);
+  CHECK(gt(a, 1.0).to_vector<bool>()[2]);
+  CHECK(ge(a, 3.0).to_vector<bool>()[2]);
+  CHECK(ne(a, 3.0).to_vector<bool>()[0]);
+  Tensor p = tensor<bool>({true, true, false, false});
+  Tensor q = tensor<bool>({true, false, true, false});
+  CHECK((p && q).to_vector<bool>() == std::vector<bool>{true, false, false, false});
+  CHECK((p || q).to_vector<bool>() == std::vector<bool>{true, true, true, false});
+  CHECK(logical_and(tensor({0.f, 2.f}), tensor<int64_t>({1, 1})).to_vector<bool>() ==
+        std::vector<bool>{false, true});
+}
+
+TEST_CASE("where") {
+  Tensor c = tensor<bool>({true, false, true});
+  Tensor a = tensor({1.f, 2.f, 3.f});
+  Tensor b = tensor<double>({10.0});
+  Tensor w = where(c, a, b);
+  CHECK(w.dtype() == kFloat64);
+  CHECK(w.to_vector<double>() == std::vector<double>{1, 10, 3});
+  CHECK(fv(where(c, a, 0.0)) == std::vector<float>{1, 0, 3});
+  CHECK(fv(where(c, -1.0, a)) == std::vector<float>{-1, 2, -1});
+  Tensor c2 = tensor<bool>({true, false}).reshape({2, 1});
+  CHECK(where(c2, a, b).shape() == Shape{2, 3});
+  CHECK_THROWS_AS(where(a, a, a), TypeError);
+  check_throws_mentioning<TypeError>([&] { where(a, a, a); }, "where");
+  CHECK_THROWS_AS(where(c, a, tensor({1.f, 2.f})), ValueError);
+}
+
+TEST_CASE("to_dtype casts") {
+  Tensor x = tensor({-1.7f, 0.f, 2.5f});
+  CHECK(x.to(kInt64).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 2});
+  CHECK(x.to(kBool).to_vector<bool>() == std::vector<bool>{true, false, true});
+  CHECK(x.to(kFloat64).dtype() == kFloat64);
+  CHECK(x.to(kFloat32).is_same(x));
+  Tensor t = arange(0, 6, 1, kInt64).reshape({2, 3}).t().to(kFloat32);
+  CHECK(fv(t) == std::vector<float>{0, 3, 1, 4, 2, 5});
+}
+
+TEST_CASE("empty tensors and errors") {
+  Tensor e = zeros({0, 3});
+  CHECK((e + 1.0).shape() == Shape{0, 3});
+  CHECK(exp(e).numel() == 0);
+  CHECK((e + tensor({1.f, 2.f, 3.f})).shape() == Shape{0, 3});
+  CHECK_THROWS_AS(add(tensor({1.f, 2.f}), tensor({1.f, 2.f, 3.f})), ValueError);
+  check_throws_mentioning<ValueError>([&] { mul(zeros({2, 3}), zeros({4})); }, "mul");
+}
+
+TEST_CASE("kernels are counted") {
+  Tensor a = ones({4}), b = ones({4});
+  reset_kernel_counts();
+  Tensor c = a + b;
+  CHECK(kernel_count(KernelKind::Elementwise) == 1);
+  Tensor d = a.t().contiguous();
+  (void)c;
+  (void)d;
+}
+
+TEST_CASE("copy_into and binary_inplace kernels on strided outputs") {
+  // dst: every other column of a [2, 4] buffer; src broadcast from [2, 1] and cast int64 -> f32
+  Tensor buf = zeros({2, 4});
+  Tensor dst = buf.slice(1, 0, std::nullopt, 2);
+  kernels::copy_into(tensor<int64_t>({7, 9}, {2, 1}), dst);
+  CHECK(buf.to_vector<float>() == std::vector<float>{7, 0, 7, 0, 9, 0, 9, 0});
+  // transposed dst and transposed src (same strides) copy element-wise
+  Tensor a = zeros({3, 2});
+  kernels::copy_into(arange(0, 6, 1, kFloat32).view({2, 3}).t(), a);
+  CHECK(a.to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
+  Tensor b = zeros({2, 3});
+  kernels::copy_into(arange(0, 6, 1, kFloat64).view({3, 2}).t(), b.t().t());
+  CHECK(b.to_vector<float>() == std::vector<float>{0, 2, 4, 1, 3, 5});
+  kernels::binary_inplace(kernels::BinaryKind::Add, dst, tensor({1.f, 2.f}));
+  CHECK(buf.to_vector<float>() == std::vector<float>{8, 0, 9, 0, 10, 0, 11, 0});
+  kernels::binary_inplace(kernels::BinaryKind::Mul, buf.t(), tensor<int64_t>({2, 3}));
+  CHECK(buf.to_vector<float>() == std::vector<float>{16, 0, 18, 0, 30, 0, 33, 0});
+  CHECK_THROWS_AS(kernels::binary_inplace(kernels::BinaryKind::Add, zeros({2}), zeros({3, 2})),
+                  ValueError);
+}
+
+TEST_CASE("int64 and float64 arithmetic") {
+  Tensor i = tensor<int64_t>({7, -7, 3});
+  Tensor j = tensor<int64_t>({2, 2, 4});
+  CHECK((i * j).to_vector<int64_t>() == std::vector<int64_t>{14, -14, 12});
+  CHECK((i - j).to_vector<int64_t>() == std::vector<int64_t>{5, -9, -1});
+  CHECK(pow(j, tensor<int64_t>({3, 0, 2})).to_vector<int64_t>() == std::vector<int64_t>{8, 1, 16});
+  CHECK(maximum(i, j).to_vector<int64_t>() == std::vector<int64_t>{7, 2, 4});
+  CHECK((i / j).to_vector<float>() == std::vector<float>{3.5f, -3.5f, 0.75f});
+  Tensor d = tensor<double>({0.1, 0.2});
+  Tensor s = d + tensor<double>({0.2, 0.1});
+  CHECK(s.to_vector<double>()[0] == 0.1 + 0.2);  // computed in double, not float
+  CHECK(sigmoid(d).to_vector<double>()[0] ==
+        doctest::Approx(1 / (1 + std::exp(-0.1))).epsilon(1e-14));
+}
+
+TEST_CASE("vectorised unary paths match std math on long inputs") {
+  std::vector<double> v;
+  for (int i = 0; i < 103; ++i) v.push_back(-6.0 + 0.12 * i);  // not a multiple of any width
+  Tensor d = tensor(v);
+  Tensor f = d.to(kFloat32);
+  auto check = [&](auto op, double (*ref)(double), bool positive_only) {
+    auto rd = op(d).template to_vector<double>();
+    auto rf = op(f).template to_vector<float>();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (positive_only && v[i] <= 0) continue;
+      double want = ref(v[i]);
+      CHECK(std::abs(rd[i] - want) <= 1e-13 + 1e-12 * std::abs(want));
+      CHECK(std::abs(rf[i] - want) <= 1e-6 + 1e-5 * std::abs(want));
+    }
+  };
+  check([](const Tensor& t) { return exp(t); }, [](double x) { return std::exp(x); }, false);
+  check([](const Tensor& t) { return tanh(t); }, [](double x) { return std::tanh(x); }, false);
+  check([](const Tensor& t) { return sigmoid(t); }, [](double x) { return 1 / (1 + std::exp(-x)); },
+        false);
+  check([](const Tensor& t) { return gelu(t); },
+        [](double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }, false);
+  check([](const Tensor& t) { return gelu(t, true); },
+        [](double x) {
+          return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+        },
+        false);
+  check([](const Tensor& t) { return log(t); }, [](double x) { return std::log(x); }, true);
+  check([](const Tensor& t) { return sqrt(t); }, [](double x) { return std::sqrt(x); }, true);
+  check([](const Tensor& t) { return rsqrt(t); }, [](double x) { return 1 / std::sqrt(x); }, true);
+}
+
+TEST_CASE("copy_into rejects a source that does not broadcast") {
+  CHECK_THROWS_AS(kernels::copy_into(zeros({3}), zeros({2})), ValueError);
+  CHECK_THROWS_AS(kernels::copy_into(zeros({2, 2}), zeros({2})), ValueError);
+  Tensor d = zeros({2, 2});
+  kernels::copy_into(scalar_tensor(5.0), d);
+  CHECK(d.to_vector<float>() == std::vector<float>{5, 5, 5, 5});
+}

@@ -1,0 +1,359 @@
+// functional_vmap against an independent reference: each set's parameters put into the module
+// with to_module, the module called plainly, the results stacked.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <thread>
+
+#include "engine/engine.h"
+#include "modules/modules.h"
+#include "vmap/vmap.h"
+
+using namespace td;
+using nn::functional_vmap;
+
+namespace {
+
+std::shared_ptr<nn::Module> mlp(int64_t in, int64_t hidden, int64_t out, double p = 0) {
+  auto seq = std::make_shared<nn::Sequential>();
+  seq->push_back(std::make_shared<nn::Linear>(in, hidden));
+  seq->push_back(std::make_shared<nn::ReLU>());
+  if (p > 0) seq->push_back(std::make_shared<nn::Dropout>(p));
+  seq->push_back(std::make_shared<nn::Linear>(hidden, out));
+  return seq;
+}
+
+std::vector<std::shared_ptr<nn::Module>> ensemble(int n, std::function<std::shared_ptr<nn::Module>()> make) {
+  std::vector<std::shared_ptr<nn::Module>> out;
+  for (int i = 0; i < n; ++i) out.push_back(make());
+  return out;
+}
+
+// Reference: set i computed alone, params put into the module by to_module.
+Tensor loop_reference(nn::Module& m, const TensorDict& params, const ValueList& args,
+                      const ValueDict& kwargs, const std::map<std::string, int64_t>& per_set) {
+  std::vector<Tensor> outs;
+  for (int64_t i = 0; i < params.batch_size()[0]; ++i) {
+    auto guard = params[i].to_module(m);
+    ValueDict kw = kwargs;
+    for (const auto& [k, d] : per_set) kw.set(k, kwargs.at(k).tensor().select(d, i));
+    outs.push_back(m(args, kw).tensor());
+  }
+  return stack(outs, 0);
+}
+
+bool close(const Tensor& a, const Tensor& b, double rtol = 1e-6) {
+  return a.shape() == b.shape() && allclose(a, b, rtol, 1e-6);
+}
+
+}  // namespace
+
+TEST_CASE("the reference page's examples") {
+  manual_seed(0);
+  std::vector<std::shared_ptr<nn::Module>> nets;
+  for (int i = 0; i < 4; ++i) nets.push_back(std::make_shared<nn::Linear>(3, 1));
+  TensorDict params = TensorDict::from_modules(nets);
+  CHECK(params.batch_size() == Shape{4});
+  Tensor x = randn({10, 3});
+  Value y = functional_vmap(*nets[0], {.params = params, .args = {x}});
+  CHECK(y.tensor().shape() == Shape{4, 10, 1});
+  // each set is its own Linear: y[i] = x @ w_i^T + b_i, checked by hand loops
+  auto xv = x.to_vector<float>();
+  auto yv = y.tensor().contiguous().to_vector<float>();
+  for (int i = 0; i < 4; ++i) {
+    auto w = params.get("weight")[i].contiguous().to_vector<float>();
+    float b = params.get("bias")[i].item<float>();
+    for (int n = 0; n < 10; ++n) {
+      float acc = b;
+      for (int k = 0; k < 3; ++k) acc += xv[n * 3 + k] * w[k];
+      CHECK(yv[i * 10 + n] == doctest::Approx(acc).epsilon(1e-5));
+    }
+  }
+  Tensor x_per_set = randn({4, 10, 3});
+  Value z = functional_vmap(*nets[0], {.params = params,
+                                       .kwargs = {{"input", x_per_set}},
+                                       .in_dims = {{"input", 0}}});
+  CHECK(z.tensor().shape() == Shape{4, 10, 1});
+  for (int i = 0; i < 4; ++i)
+    CHECK(close(z.tensor()[i], (*nets[i])({x_per_set[i]}).tensor()));
+}
+
+TEST_CASE("MLP: shared and per-set inputs, in_dims 0, 1 and -1, chunks and loop") {
+  manual_seed(1);
+  const int B = 5;
+  auto nets = ensemble(B, [] { return mlp(6, 16, 3); });
+  TensorDict params = TensorDict::from_modules(nets);
+  nn::Module& m = *nets[0];
+  Tensor x = randn({7, 6});
+  Tensor ref_shared = loop_reference(m, params, {x}, {}, {});
+  CHECK(close(functional_vmap(m, {.params = params, .args = {x}}).tensor(), ref_shared));
+  for (int64_t c : {1, 3, B, B + 4})
+    CHECK(close(functional_vmap(m, {.params = params, .args = {x}, .chunk_size = c}).tensor(),
+                ref_shared));
+  CHECK(close(functional_vmap(m, {.params = params, .args = {x}, .loop = true}).tensor(),
+              ref_shared));
+
+  Tensor xs0 = randn({B, 7, 6});
+  Tensor xs1 = randn({7, B, 6});
+  Tensor xsm = randn({7, 6, B});  // in_dims -1: the sets are the last dim
+  struct Case { Tensor x; int64_t dim; };
+  for (auto [xi, d] : {Case{xs0, 0}, Case{xs1, 1}, Case{xsm, -1}}) {
+    int64_t pd = d < 0 ? d + xi.dim() : d;
+    Tensor ref = loop_reference(m, params, {}, {{"input", xi}}, {{"input", pd}});
+    for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{1},
+                                     std::optional<int64_t>{3}, std::optional<int64_t>{B}}) {
+      Value out = functional_vmap(m, {.params = params, .kwargs = {{"input", xi}},
+                                      .in_dims = {{"input", d}}, .chunk_size = c});
+      CHECK(close(out.tensor(), ref));
+    }
+    Value looped = functional_vmap(
+        m, {.params = params, .kwargs = {{"input", xi}}, .in_dims = {{"input", d}}, .loop = true});
+    CHECK(close(looped.tensor(), ref));
+  }
+}
+
+TEST_CASE("two batch dims come back unflattened and equal a nested loop") {
+  manual_seed(2);
+  auto nets = ensemble(6, [] { return mlp(4, 8, 2); });
+  TensorDict params = TensorDict::from_modules(nets).reshape({2, 3});
+  CHECK(params.batch_size() == Shape{2, 3});
+  Tensor x = randn({2, 3, 5, 4});  // per set, batch dims at 0..1
+  Value out = functional_vmap(*nets[0], {.params = params, .kwargs = {{"input", x}},
+                                         .in_dims = {{"input", 0}}, .chunk_size = 4});
+  REQUIRE(out.tensor().shape() == Shape{2, 3, 5, 2});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      CHECK(close(out.tensor()[i][j], (*nets[i * 3 + j])({x[i][j]}).tensor()));
+  Tensor xs = randn({5, 2, 3, 4});  // batch dims at 1..2
+  Value out2 = functional_vmap(*nets[0], {.params = params, .kwargs = {{"input", xs}},
+                                          .in_dims = {{"input", 1}}});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      CHECK(close(out2.tensor()[i][j], (*nets[i * 3 + j])({xs.select(1, i).select(1, j)}).tensor()));
+}
+
+TEST_CASE("an empty batch size calls the module once with params") {
+  manual_seed(3);
+  auto net = mlp(3, 4, 2);
+  auto other = mlp(3, 4, 2);
+  TensorDict params = TensorDict::from_module(*other);
+  Tensor x = randn({5, 3});
+  Value out = functional_vmap(*net, {.params = params, .args = {x}});
+  CHECK(close(out.tensor(), (*other)({x}).tensor()));
+}
+
+TEST_CASE("a batch of size 0 gives empty outputs of the per-set shape") {
+  auto nets = ensemble(2, [] { return mlp(3, 4, 2); });
+  TensorDict params = TensorDict::from_modules(nets).slice(0, 0);
+  REQUIRE(params.batch_size() == Shape{0});
+  Tensor x = randn({5, 3});
+  for (bool loop : {false, true})
+    for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {
+      Value out = functional_vmap(*nets[0],
+                                  {.params = params, .args = {x}, .chunk_size = c, .loop = loop});
+      CHECK(out.tensor().shape() == Shape{0, 5, 2});
+    }
+}
+
+TEST_CASE("randomness: different is bit-identical across chunking and loop; same; error") {
+  auto nets = ensemble(4, [] { return mlp(5, 32, 3, 0.5); });
+  for (auto& n : nets) n->train();
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({6, 5});
+  auto run = [&](Randomness r, std::optional<int64_t> c, bool loop) {
+    manual_seed(42);
+    return functional_vmap(*nets[0], {.params = params, .args = {x}, .randomness = r,
+                                      .chunk_size = c, .loop = loop})
+        .tensor();
+  };
+  Tensor base = run(Randomness::Different, std::nullopt, false);
+  for (int64_t c : {1, 2, 3, 4})
+    CHECK(equal(run(Randomness::Different, c, false), base));
+  CHECK(equal(run(Randomness::Different, std::nullopt, true), base));
+  // loop with randomness "error" draws as "different" does
+  CHECK(equal(run(Randomness::Error, std::nullopt, true), base));
+  // the dropout masks differ between sets: set 0's output differs from what set 0's
+  // parameters give under set 1's mask
+  Tensor same = run(Randomness::Same, std::nullopt, false);
+  for (int64_t c : {1, 3}) CHECK(equal(run(Randomness::Same, c, false), same));
+  // with identical parameters in every set, "same" gives identical outputs and "different" not
+  std::vector<std::shared_ptr<nn::Module>> clones(4, nets[0]);
+  TensorDict shared = TensorDict::from_modules(clones);
+  manual_seed(7);
+  Tensor s = functional_vmap(*nets[0], {.params = shared, .args = {x},
+                                        .randomness = Randomness::Same}).tensor();
+  manual_seed(7);
+  Tensor d = functional_vmap(*nets[0], {.params = shared, .args = {x},
+                                        .randomness = Randomness::Different}).tensor();
+  for (int i = 1; i < 4; ++i) {
+    CHECK(equal(s[i], s[0]));
+    CHECK_FALSE(equal(d[i], d[0]));
+  }
+  CHECK_THROWS_AS(functional_vmap(*nets[0], {.params = params, .args = {x}}), RuntimeError);
+  // eval-mode dropout is not random
+  for (auto& n : nets) n->eval();
+  CHECK_NOTHROW(functional_vmap(*nets[0], {.params = params, .args = {x}}));
+}
+
+namespace {
+// A module with a second method and keyword arguments.
+struct Scaler : nn::Module {
+  nn::Param weight;
+  Scaler() {
+    weight = register_parameter("weight", randn({3}));
+    register_method("forward", &Scaler::forward, {"input"});
+    register_method("scaled", &Scaler::scaled, {"input", "factor", "shift"},
+                    {{"shift", Value(0.0)}});
+  }
+  std::string type_name() const override { return "Scaler"; }
+  Tensor forward(const Tensor& input) { return input * weight.get(); }
+  Tensor scaled(const Tensor& input, double factor, double shift) {
+    return input * weight.get() * factor + shift;
+  }
+};
+}  // namespace
+
+TEST_CASE("method calls a registered method with keyword inputs") {
+  manual_seed(4);
+  std::vector<std::shared_ptr<Scaler>> mods;
+  for (int i = 0; i < 3; ++i) mods.push_back(std::make_shared<Scaler>());
+  TensorDict params = TensorDict::from_modules(mods);
+  Tensor x = randn({2, 3});
+  Value out = functional_vmap(*mods[0], {.params = params,
+                                         .kwargs = {{"input", x}, {"factor", 2.0}, {"shift", 1.0}},
+                                         .method = "scaled"});
+  REQUIRE(out.tensor().shape() == Shape{3, 2, 3});
+  auto xv = x.to_vector<float>();
+  auto ov = out.tensor().contiguous().to_vector<float>();
+  for (int i = 0; i < 3; ++i) {
+    auto w = mods[i]->weight.get().to_vector<float>();
+    for (int n = 0; n < 2; ++n)
+      for (int k = 0; k < 3; ++k)
+        CHECK(ov[(i * 2 + n) * 3 + k] == doctest::Approx(xv[n * 3 + k] * w[k] * 2 + 1));
+  }
+  CHECK_THROWS_AS(functional_vmap(*mods[0], {.params = params, .args = {x}, .method = "nope"}),
+                  KeyError);
+}
+
+TEST_CASE("BatchNorm in training updates each set's slice of the stacked buffers") {
+  manual_seed(5);
+  auto make = [] {
+    auto seq = std::make_shared<nn::Sequential>();
+    seq->push_back(std::make_shared<nn::Linear>(4, 6));
+    seq->push_back(std::make_shared<nn::BatchNorm1d>(6));
+    return std::shared_ptr<nn::Module>(seq);
+  };
+  auto nets = ensemble(3, make);
+  for (auto& n : nets) n->train();
+  TensorDict params = TensorDict::from_modules(nets);
+  TensorDict ref_params = params.clone();
+  Tensor x = randn({3, 8, 4});
+  for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {
+    Value out = functional_vmap(*nets[0], {.params = params, .kwargs = {{"input", x}},
+                                           .in_dims = {{"input", 0}}, .chunk_size = c});
+    Tensor ref = loop_reference(*nets[0], ref_params, {}, {{"input", x}}, {{"input", 0}});
+    CHECK(close(out.tensor(), ref, 1e-5));
+    for (const char* key : {"1.running_mean", "1.running_var"})
+      CHECK(close(params.get(key), ref_params.get(key), 1e-5));
+    CHECK(equal(params.get("1.num_batches_tracked"), ref_params.get("1.num_batches_tracked")));
+  }
+  // the module's own buffers are untouched
+  CHECK(equal(nets[0]->named_buffers()[0].second, zeros({6})));
+}
+
+TEST_CASE("the module is never mutated; an exception leaves module and params as they were") {
+  manual_seed(6);
+  auto nets = ensemble(3, [] { return mlp(3, 4, 2); });
+  TensorDict params = TensorDict::from_modules(nets);
+  auto before = nets[0]->named_parameters();
+  TensorDict snapshot = params.clone();
+  // a wrong input shape makes the module throw part way
+  CHECK_THROWS(functional_vmap(*nets[0], {.params = params, .args = {randn({5, 7})}}));
+  CHECK_THROWS(functional_vmap(*nets[0], {.params = params, .args = {randn({5, 7})}, .loop = true}));
+  auto after = nets[0]->named_parameters();
+  for (size_t i = 0; i < before.size(); ++i) CHECK(after[i].second.is_same(before[i].second));
+  for (const auto& [k, t] : params.leaves()) CHECK(equal(t, snapshot.get(k)));
+  Tensor x = randn({5, 3});
+  CHECK(close(functional_vmap(*nets[0], {.params = params, .args = {x}}).tensor(),
+              loop_reference(*nets[0], params, {x}, {}, {})));
+}
+
+TEST_CASE("two threads on one module with different params") {
+  manual_seed(8);
+  auto nets = ensemble(4, [] { return mlp(3, 8, 2); });
+  TensorDict pa = TensorDict::from_modules(nets);
+  TensorDict pb = pa.apply([](const Tensor& t) { return t * 2.0; });
+  Tensor x = randn({5, 3});
+  Tensor ra = loop_reference(*nets[0], pa, {x}, {}, {});
+  Tensor rb = loop_reference(*nets[0], pb, {x}, {}, {});
+  std::atomic<int> bad{0};
+  auto work = [&](const TensorDict& p, const Tensor& ref) {
+    for (int i = 0; i < 200; ++i)
+      if (!close(functional_vmap(*nets[0], {.params = p, .args = {x}}).tensor(), ref)) ++bad;
+  };
+  std::thread ta(work, std::cref(pa), std::cref(ra));
+  std::thread tb(work, std::cref(pb), std::cref(rb));
+  ta.join();
+  tb.join();
+  CHECK(bad.load() == 0);
+}
+
+TEST_CASE("errors name the key, the dim and the shapes") {
+  auto nets = ensemble(3, [] { return mlp(3, 4, 2); });
+  TensorDict params = TensorDict::from_modules(nets);
+  nn::Module& m = *nets[0];
+  Tensor xs = randn({3, 5, 3});
+  auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .kwargs = {{"input", xs}},
+                                      .in_dims = {{"x", 0}}}),
+                  KeyError);
+  CHECK(message([&] {
+          functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"x", 0}}});
+        }).find("'x'") != std::string::npos);
+  TensorDict single = TensorDict::from_module(m);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = single, .kwargs = {{"input", xs}},
+                                      .in_dims = {{"input", 0}}}),
+                  ValueError);
+  std::string msg = message([&] {
+    functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 1}}});
+  });
+  CHECK(msg.find("input") != std::string::npos);
+  CHECK(msg.find("[3, 5, 3]") != std::string::npos);
+  CHECK(msg.find("[3]") != std::string::npos);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .kwargs = {{"input", xs}},
+                                      .in_dims = {{"input", 1}}}),
+                  ValueError);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .kwargs = {{"input", xs}},
+                                      .in_dims = {{"input", 3}}}),
+                  ValueError);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .args = {randn({5, 3})},
+                                      .randomness = Randomness::Same, .loop = true}),
+                  ValueError);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .args = {randn({5, 3})}, .chunk_size = 0}),
+                  ValueError);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .args = {randn({5, 3})}, .chunk_size = -2}),
+                  ValueError);
+  CHECK_THROWS_AS(parse_randomness("sometimes"), ValueError);
+  CHECK(parse_randomness("same") == Randomness::Same);
+  // params that do not fit the module: a missing key, an extra key, a wrong per-set shape
+  TensorDict missing = params.clone();
+  missing.erase("0.bias");
+  CHECK_THROWS_AS(functional_vmap(m, {.params = missing, .args = {randn({5, 3})}}), KeyError);
+  TensorDict extra = params.clone();
+  extra.set("extra", zeros({3, 2}));
+  CHECK_THROWS_AS(functional_vmap(m, {.params = extra, .args = {randn({5, 3})}}), KeyError);
+  TensorDict wrong = params.clone();
+  wrong.set("0.bias", zeros({3, 5}));
+  std::string shape_msg =
+      message([&] { functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}); });
+  CHECK(shape_msg.find("0.bias") != std::string::npos);
+  CHECK(shape_msg.find("[5]") != std::string::npos);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}), ValueError);
+}

@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Golden data for the `tdvmap run` ctest cases (tests/cli/CMakeLists.txt), from PyTorch 1.13.
+
+Run from anywhere: /usr/bin/python3 tests/golden/make_cli_golden.py
+For each case, an ensemble of SETS PyTorch modules in eval mode, its parameters and buffers
+stacked with torch.stack (as torch.func.stack_module_state does), inputs, and the outputs of a
+plain Python loop over the models, stacked. Writes to tests/data/cli/:
+  <case>.params.safetensors     dotted names -> [SETS, ...]
+  <case>.<input>.safetensors    one tensor per forward argument (key = the argument's name)
+  <case>.expected.safetensors   "output", or "0", "1", ... for a tuple
+  corrupt.safetensors           a params file cut short (must be rejected, not crash)
+"""
+import os
+import sys
+
+import torch
+from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_io  # noqa: E402
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "cli")
+SETS = 5
+torch.manual_seed(0)
+
+
+def stacked_state(models):
+    names = [n for n, _ in models[0].named_parameters()] + [n for n, _ in models[0].named_buffers()]
+    states = [dict(list(m.named_parameters()) + list(m.named_buffers())) for m in models]
+    return {n: torch.stack([s[n].detach() for s in states]) for n in names}
+
+
+def case(name, make, inputs, per_set=()):
+    models = [make() for _ in range(SETS)]
+    for m in models:
+        for bname, b in m.named_buffers():  # non-trivial running stats
+            if b.dtype.is_floating_point:
+                b.copy_(torch.rand_like(b) + 0.5 if "var" in bname else torch.randn_like(b))
+        m.eval()
+    with torch.no_grad():
+        outs = [m(**{k: (v[i] if k in per_set else v) for k, v in inputs.items()})
+                for i, m in enumerate(models)]
+    if isinstance(outs[0], tuple):
+        expected = {str(j): torch.stack([o[j] for o in outs]) for j in range(len(outs[0]))}
+    else:
+        expected = {"output": torch.stack(outs)}
+    safetensors_io.save(stacked_state(models), os.path.join(OUT, f"{name}.params.safetensors"))
+    for k, v in inputs.items():
+        safetensors_io.save({k: v}, os.path.join(OUT, f"{name}.{k}.safetensors"))
+    safetensors_io.save(expected, os.path.join(OUT, f"{name}.expected.safetensors"))
+    print(name, {k: tuple(v.shape) for k, v in expected.items()})
+
+
+os.makedirs(OUT, exist_ok=True)
+# Spec: Sequential(Linear(6, 16), ReLU(), Dropout(0.1), Linear(16, 3))
+case("mlp_shared",
+     lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Dropout(0.1), nn.Linear(16, 3)),
+     {"input": torch.randn(7, 6)})
+# Spec: Sequential(Linear(6, 16), LayerNorm((16,), eps=1e-5), Tanh(), Linear(16, 3, bias=True))
+case("layernorm_per_set",
+     lambda: nn.Sequential(nn.Linear(6, 16), nn.LayerNorm((16,), eps=1e-5), nn.Tanh(),
+                           nn.Linear(16, 3, bias=True)),
+     {"input": torch.randn(SETS, 7, 6)}, per_set=("input",))
+# Spec: Sequential(Linear(6, 8), BatchNorm1d(8), GELU(), Linear(8, 2))
+case("batchnorm_eval",
+     lambda: nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.GELU(), nn.Linear(8, 2)),
+     {"input": torch.randn(7, 6)})
+# Spec: Sequential(Conv2d(2, 4, (3, 3), padding=1), ReLU(), MaxPool2d(2), Flatten(), Linear(16, 3))
+case("cnn",
+     lambda: nn.Sequential(nn.Conv2d(2, 4, (3, 3), padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                           nn.Flatten(), nn.Linear(16, 3)),
+     {"input": torch.randn(2, 2, 4, 4)})
+# Spec: MultiheadAttention(8, 2, batch_first=True); query per set, key and value shared
+case("mha", lambda: nn.MultiheadAttention(8, 2, batch_first=True),
+     {"query": torch.randn(SETS, 2, 5, 8), "key": torch.randn(2, 5, 8),
+      "value": torch.randn(2, 5, 8)}, per_set=("query",))
+
+with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
+    data = f.read()
+with open(os.path.join(OUT, "corrupt.safetensors"), "wb") as f:
+    f.write(data[: len(data) // 2])

@@ -1,0 +1,143 @@
+#!/usr/bin/python3
+"""Writes the PyTorch golden data of tests/modules_test.cpp into tests/data/modules/.
+
+Each file is a safetensors file with nested keys: "module.<name>" holds the module's parameters
+and buffers (as in named_parameters()/named_buffers()), "input*" the inputs, and the remaining
+keys the expected results computed by PyTorch. Run: /usr/bin/python3 make_modules_golden.py
+(needs only torch; the safetensors writer is below so that the Python package is not needed).
+"""
+import json
+import os
+import struct
+
+import torch
+import torch.nn as nn
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data", "modules")
+DTYPES = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.bool: "BOOL"}
+
+
+def save(name, tensors):
+    header, blobs, offset = {}, [], 0
+    for key, t in tensors.items():
+        t = t.detach().contiguous().cpu()
+        data = t.numpy().tobytes()  # little-endian on every machine torch runs on here
+        header[key] = {"dtype": DTYPES[t.dtype], "shape": list(t.shape),
+                       "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    header["__metadata__"] = {"format": "pt"}
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(os.path.join(OUT, name + ".safetensors"), "wb") as f:
+        f.write(struct.pack("<Q", len(h)))
+        f.write(h)
+        for b in blobs:
+            f.write(b)
+
+
+def state(m, prefix="module."):
+    d = {prefix + k: v for k, v in m.named_parameters()}
+    d.update({prefix + k: v for k, v in m.named_buffers()})
+    return d
+
+
+def randomize(m):
+    # Non-trivial affine parameters and running stats so that every term is exercised.
+    with torch.no_grad():
+        for name, p in list(m.named_parameters()) + list(m.named_buffers()):
+            if p.dtype.is_floating_point:
+                if "var" in name:
+                    p.copy_(torch.rand_like(p) + 0.5)
+                else:
+                    p.copy_(torch.randn_like(p) * 0.5 + (1.0 if name.endswith("weight") else 0.0))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(0)
+
+    m = nn.Linear(3, 4)
+    x = torch.randn(5, 3)
+    save("linear", {**state(m), "input": x, "output": m(x)})
+
+    m = nn.Sequential(nn.Linear(3, 8), nn.ReLU(), nn.Linear(8, 8), nn.Tanh(), nn.Linear(8, 2))
+    x = torch.randn(6, 3)
+    save("mlp", {**state(m), "input": x, "output": m(x)})
+
+    x = torch.randn(4, 6) * 2
+    save("activations", {
+        "input": x,
+        "relu": nn.ReLU()(x),
+        "gelu": nn.GELU()(x),
+        "gelu_tanh": nn.GELU(approximate="tanh")(x),
+        "tanh": nn.Tanh()(x),
+        "sigmoid": nn.Sigmoid()(x),
+        "softmax1": nn.Softmax(dim=1)(x),
+        "log_softmax0": nn.LogSoftmax(dim=0)(x),
+        "flatten": nn.Flatten(0, 1)(x.reshape(4, 2, 3)),
+    })
+
+    m = nn.LayerNorm([3, 4], eps=1e-4)
+    randomize(m)
+    x = torch.randn(2, 5, 3, 4)
+    save("layernorm", {**state(m), "input": x, "output": m(x)})
+
+    for name, cls, shape in [("batchnorm1d", nn.BatchNorm1d, (6, 4)),
+                             ("batchnorm1d_3d", nn.BatchNorm1d, (5, 4, 3)),
+                             ("batchnorm2d", nn.BatchNorm2d, (3, 4, 5, 5))]:
+        m = cls(4, momentum=0.2)
+        randomize(m)
+        with torch.no_grad():
+            m.num_batches_tracked.fill_(3)
+        before = {k: v.clone() for k, v in state(m).items()}
+        x = torch.randn(*shape) * 2 + 1
+        m.train()
+        y = m(x)
+        after = state(m, "after.")
+        m.eval()
+        x2 = torch.randn(*shape)
+        save(name, {**before, "input": x, "output_train": y, **after,
+                    "input_eval": x2, "output_eval": m(x2)})
+
+    m = nn.Conv2d(4, 6, (3, 2), stride=(2, 1), padding=(1, 2), groups=2)
+    x = torch.randn(2, 4, 7, 6)
+    save("conv2d", {**state(m), "input": x, "output": m(x)})
+    m = nn.Conv2d(3, 2, 3, padding=1, dilation=(2, 1), bias=False)
+    x = torch.randn(1, 3, 6, 5)
+    save("conv2d_dilated", {**state(m), "input": x, "output": m(x)})
+
+    x = torch.randn(2, 3, 7, 8)
+    save("maxpool2d", {"input": x,
+                       "output": nn.MaxPool2d(3, stride=2, padding=1)(x),
+                       "output_default_stride": nn.MaxPool2d(2)(x),
+                       "output_dilated": nn.MaxPool2d((2, 3), stride=1, dilation=(1, 2))(x)})
+
+    m = nn.Embedding(10, 4)
+    idx = torch.tensor([[1, 0, 9], [3, 3, 7]])
+    save("embedding", {**state(m), "input": idx, "output": m(idx)})
+
+    m = nn.MultiheadAttention(8, 2, batch_first=True)
+    with torch.no_grad():
+        m.in_proj_bias.copy_(torch.randn(24) * 0.1)
+        m.out_proj.bias.copy_(torch.randn(8) * 0.1)
+    m.eval()
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 5, 8), torch.randn(2, 5, 8)
+    mask = torch.tensor([[False, False, True, False, True], [False, False, False, False, False]])
+    out, w = m(q, k, v)
+    out_m, w_heads = m(q, k, v, key_padding_mask=mask, average_attn_weights=False)
+    save("mha", {**state(m), "query": q, "key": k, "value": v, "key_padding_mask": mask,
+                 "output": out, "weights": w, "output_masked": out_m, "weights_heads": w_heads})
+
+    m = nn.MultiheadAttention(4, 4)  # sequence first
+    with torch.no_grad():
+        m.in_proj_bias.copy_(torch.randn(12) * 0.1)
+    m.eval()
+    q, kv = torch.randn(3, 2, 4), torch.randn(6, 2, 4)
+    out, w = m(q, kv, kv)
+    save("mha_seq_first", {**state(m), "query": q, "key": kv, "value": kv,
+                           "output": out, "weights": w})
+
+
+if __name__ == "__main__":
+    main()

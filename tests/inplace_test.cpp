@@ -1,0 +1,167 @@
+// In-place ops (add_, mul_, copy_, fill_) writing through views, broadcasting and casting as
+// PyTorch does, and the whole-tensor comparisons allclose and equal.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "engine/engine.h"
+
+using namespace td;
+
+namespace {
+
+template <class E, class F>
+void check_throws_mentioning(F f, const std::string& what) {
+  try {
+    f();
+    FAIL("expected an exception");
+  } catch (const E& e) {
+    CHECK(std::string(e.what()).find(what) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("add_ and mul_ write in place, broadcast the operand and return self") {
+  Tensor x = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  auto* storage = x.storage().get();
+  Tensor& r = add_(x, tensor({10.f, 20.f}));
+  CHECK(&r == &x);
+  CHECK(x.storage().get() == storage);
+  CHECK(x.to_vector<float>() == std::vector<float>{11.f, 22.f, 13.f, 24.f});
+  mul_(x, tensor({2.f}, {1, 1}));
+  CHECK(x.to_vector<float>() == std::vector<float>{22.f, 44.f, 26.f, 48.f});
+  x.add_(scalar_tensor(1.0, kFloat64));  // a float64 0-d operand into float32 self
+  CHECK(x.dtype() == kFloat32);
+  CHECK(x.to_vector<float>() == std::vector<float>{23.f, 45.f, 27.f, 49.f});
+  x.mul_(tensor<int64_t>({1, 0}));
+  CHECK(x.to_vector<float>() == std::vector<float>{23.f, 0.f, 27.f, 0.f});
+  // Int self with int and bool operands.
+  Tensor i = tensor<int64_t>({1, 2, 3});
+  add_(i, tensor<int64_t>({5}));
+  mul_(i, tensor<bool>({true, false, true}));
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{6, 0, 8});
+}
+
+TEST_CASE("in-place ops through non-contiguous views") {
+  Tensor base = zeros({3, 4});
+  Tensor col = base.select(1, 2);  // stride 4
+  add_(col, tensor({1.f, 2.f, 3.f}));
+  Tensor tr = base.t();  // [4, 3]
+  mul_(tr, full({4, 3}, 2.0));
+  tr.slice(0, 0, std::nullopt, 3).add_(ones({2, 3}));  // rows 0 and 3 of base^T
+  std::vector<float> ref(12, 0.f);
+  for (int r = 0; r < 3; ++r) {
+    ref[r * 4 + 2] = 2.f * (r + 1);
+    ref[r * 4 + 0] += 1.f;
+    ref[r * 4 + 3] += 1.f;
+  }
+  CHECK(base.to_vector<float>() == ref);
+  // An operand that aliases self: x += x^T reads the old values.
+  Tensor sq = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  add_(sq, sq.t());
+  CHECK(sq.to_vector<float>() == std::vector<float>{2.f, 5.f, 5.f, 8.f});
+  Tensor sq2 = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  mul_(sq2, sq2);
+  CHECK(sq2.to_vector<float>() == std::vector<float>{1.f, 4.f, 9.f, 16.f});
+  // Empty self.
+  Tensor e = zeros({0, 3});
+  add_(e, ones({3}));
+  CHECK(e.numel() == 0);
+}
+
+TEST_CASE("copy_ broadcasts and casts, fill_ fills any dtype") {
+  Tensor x = zeros({2, 3});
+  copy_(x, tensor({1.f, 2.f, 3.f}));
+  CHECK(x.to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 1.f, 2.f, 3.f});
+  Tensor i = zeros({3}, kInt64);
+  Tensor& r = copy_(i, tensor({1.7f, -2.5f, 3.f}));  // float into int: truncates, as PyTorch
+  CHECK(&r == &i);
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, -2, 3});
+  Tensor d = zeros({2, 2}, kFloat64);
+  d.copy_(arange(4).view({2, 2}).t());
+  CHECK(d.to_vector<double>() == std::vector<double>{0, 2, 1, 3});
+  // copy_ into a strided view; a transposed copy of itself.
+  Tensor base = zeros({2, 4});
+  Tensor v = base.slice(1, 1, std::nullopt, 2);  // columns 1 and 3
+  copy_(v, tensor({5.f, 6.f, 7.f, 8.f}, {2, 2}));
+  CHECK(base.to_vector<float>() == std::vector<float>{0.f, 5.f, 0.f, 6.f, 0.f, 7.f, 0.f, 8.f});
+  Tensor m = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  copy_(m, m.t());
+  CHECK(m.to_vector<float>() == std::vector<float>{1.f, 3.f, 2.f, 4.f});
+
+  Tensor f = zeros({2, 2});
+  fill_(f, 2.5);
+  CHECK(f.to_vector<float>() == std::vector<float>(4, 2.5f));
+  Tensor fi = zeros({3}, kInt64);
+  fi.fill_(7);
+  CHECK(fi.to_vector<int64_t>() == std::vector<int64_t>{7, 7, 7});
+  Tensor fb = zeros({2}, kBool);
+  fill_(fb, 1);
+  CHECK(fb.to_vector<bool>() == std::vector<bool>{true, true});
+  Tensor fv = zeros({2, 3});
+  fv.select(1, 1).fill_(-1);
+  CHECK(fv.to_vector<float>() == std::vector<float>{0.f, -1.f, 0.f, 0.f, -1.f, 0.f});
+  Tensor f0 = zeros({0});
+  fill_(f0, 3);
+  CHECK(f0.numel() == 0);
+}
+
+TEST_CASE("in-place errors") {
+  Tensor x = zeros({2, 3});
+  check_throws_mentioning<ValueError>([&] { add_(x, ones({3, 3})); }, "[add_]");
+  check_throws_mentioning<ValueError>([&] { add_(x, ones({2, 2, 3})); }, "[2, 3]");
+  CHECK_THROWS_AS(mul_(x, ones({4})), ValueError);
+  CHECK_THROWS_AS(copy_(x, ones({2, 1, 3})), ValueError);
+  Tensor i = zeros({3}, kInt64);
+  check_throws_mentioning<TypeError>([&] { add_(i, ones({3})); }, "can't be cast");
+  CHECK_THROWS_AS(mul_(i, ones({3}, kFloat64)), TypeError);
+  Tensor b = zeros({3}, kBool);
+  CHECK_THROWS_AS(add_(b, ones({3}, kInt64)), TypeError);
+  Tensor ex = zeros({1, 3}).expand({2, 3});
+  check_throws_mentioning<RuntimeError>([&] { fill_(ex, 1.0); }, "[fill_]");
+  CHECK_THROWS_AS(add_(ex, ones({2, 3})), RuntimeError);
+  CHECK_THROWS_AS(copy_(ex, ones({2, 3})), RuntimeError);
+  // Nothing was written by the failed calls.
+  CHECK(x.to_vector<float>() == std::vector<float>(6, 0.f));
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>(3, 0));
+}
+
+TEST_CASE("allclose and equal") {
+  Tensor a = tensor({1.f, 2.f, 100.f});
+  CHECK(allclose(a, a));
+  CHECK(allclose(a, tensor({1.f, 2.f, 100.0009f})));  // within rtol 1e-5 * 100
+  CHECK(!allclose(a, tensor({1.f, 2.f, 100.01f})));
+  CHECK(allclose(a, tensor({1.1f, 2.f, 100.f}), 0.0, 0.11));
+  CHECK(!allclose(a, tensor({1.1f, 2.f, 100.f}), 0.0, 0.05));
+  // |a - b| <= atol + rtol * |b|: asymmetric in b.
+  CHECK(allclose(tensor({1.f}), tensor({2.f}), 0.5, 0.0));
+  CHECK(!allclose(tensor({2.f}), tensor({1.f}), 0.5, 0.0));
+  // Broadcasting, non-contiguous operands.
+  CHECK(allclose(full({2, 3}, 1.0), ones({3})));
+  CHECK(!allclose(full({2, 3}, 1.0), tensor({1.f, 1.f, 2.f})));
+  Tensor m = arange(6).view({2, 3}).to(kFloat32);
+  CHECK(allclose(m.t(), m.t().contiguous()));
+  // NaN is never close; equal infinities are.
+  float inf = std::numeric_limits<float>::infinity();
+  CHECK(!allclose(tensor({std::nanf("")}), tensor({std::nanf("")})));
+  CHECK(allclose(tensor({inf}), tensor({inf})));
+  CHECK(!allclose(tensor({inf}), tensor({-inf})));
+  CHECK(allclose(zeros({0}), zeros({0})));
+  check_throws_mentioning<ValueError>([] { allclose(ones({2}), ones({3})); }, "[allclose]");
+  check_throws_mentioning<TypeError>([] { allclose(ones({2}), ones({2}, kFloat64)); },
+                                     "[allclose]");
+
+  CHECK(equal(m, m.t().t()));
+  CHECK(equal(tensor<int64_t>({1, 2}), tensor({1.f, 2.f})));  // values compare, as PyTorch
+  CHECK(!equal(ones({2}), ones({1, 2})));
+  CHECK(!equal(ones({3}), ones({3}).expand({2, 3})));
+  CHECK(!equal(tensor({1.f, 2.f}), tensor({1.f, 2.0001f})));
+  CHECK(!equal(tensor({std::nanf("")}), tensor({std::nanf("")})));
+  CHECK(
+      equal(tensor<int64_t>({(int64_t{1} << 60) + 1}), tensor<int64_t>({(int64_t{1} << 60) + 1})));
+  CHECK(!equal(tensor<int64_t>({(int64_t{1} << 60) + 1}), tensor<int64_t>({int64_t{1} << 60})));
+  CHECK(equal(zeros({0, 2}), zeros({0, 2})));
+}

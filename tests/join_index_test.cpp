@@ -1,0 +1,201 @@
+// cat, stack, split, chunk, index_select and gather: hand values, naive loops, views vs copies,
+// dtype promotion, negative dims, empty tensors and every error path.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "engine/engine.h"
+
+using namespace td;
+
+namespace {
+
+template <class E, class F>
+void check_throws_mentioning(F f, const std::string& what) {
+  try {
+    f();
+    FAIL("expected an exception");
+  } catch (const E& e) {
+    CHECK(std::string(e.what()).find(what) != std::string::npos);
+  }
+}
+
+std::vector<int64_t> iv(const Tensor& t) { return t.to_vector<int64_t>(); }
+
+}  // namespace
+
+TEST_CASE("cat: hand values, negative dims, promotion, non-contiguous inputs") {
+  Tensor a = arange(6).view({2, 3});
+  Tensor b = arange(6, 8).view({2, 1});
+  Tensor c = cat({a, b}, 1);
+  CHECK(c.shape() == Shape{2, 4});
+  CHECK(iv(c) == std::vector<int64_t>{0, 1, 2, 6, 3, 4, 5, 7});
+  CHECK(iv(cat({a, b}, -1)) == iv(c));
+  Tensor r = cat({a, a.slice(0, 1, 2)});
+  CHECK(r.shape() == Shape{3, 3});
+  CHECK(iv(r) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 3, 4, 5});
+  // Transposed input and an expanded one.
+  Tensor t = cat({a.t(), tensor<int64_t>({9, 8}).view({1, 2}).expand({2, 2})}, 0);
+  CHECK(t.shape() == Shape{5, 2});
+  CHECK(iv(t) == std::vector<int64_t>{0, 3, 1, 4, 2, 5, 9, 8, 9, 8});
+  // Promotion int64 + float32 -> float32, + float64 -> float64.
+  Tensor f = cat({tensor<int64_t>({1, 2}), tensor({0.5f})});
+  CHECK(f.dtype() == kFloat32);
+  CHECK(f.to_vector<float>() == std::vector<float>{1.f, 2.f, 0.5f});
+  CHECK(cat({tensor({1.f}), tensor<double>({2.0})}).dtype() == kFloat64);
+  // Empty pieces.
+  Tensor e = cat({zeros({0, 3}), ones({2, 3}), zeros({0, 3})});
+  CHECK(e.shape() == Shape{2, 3});
+  CHECK(cat({zeros({2, 0}), zeros({2, 0})}, 1).shape() == Shape{2, 0});
+  // The result is a copy.
+  Tensor one = ones({2});
+  Tensor single = cat({one});
+  CHECK(!single.shares_storage(one));
+}
+
+TEST_CASE("cat errors") {
+  CHECK_THROWS_AS(cat({}), ValueError);
+  check_throws_mentioning<ValueError>([] { cat({ones({2, 3}), ones({2, 4})}, 0); }, "[cat]");
+  check_throws_mentioning<ValueError>([] { cat({ones({2, 3}), ones({2, 4})}, 0); }, "index 1");
+  check_throws_mentioning<ValueError>([] { cat({ones({2, 3}), ones({2, 4})}, 0); }, "[2, 4]");
+  CHECK_THROWS_AS(cat({ones({2, 3}), ones({3})}), ValueError);
+  CHECK_THROWS_AS(cat({scalar_tensor(1.0), scalar_tensor(2.0)}), ValueError);
+  CHECK_THROWS_AS(cat({ones({2, 3})}, 2), IndexError);
+}
+
+TEST_CASE("stack") {
+  Tensor a = tensor({1.f, 2.f}), b = tensor({3.f, 4.f});
+  Tensor s0 = stack({a, b});
+  CHECK(s0.shape() == Shape{2, 2});
+  CHECK(s0.to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 4.f});
+  Tensor s1 = stack({a, b}, 1);
+  CHECK(s1.to_vector<float>() == std::vector<float>{1.f, 3.f, 2.f, 4.f});
+  CHECK(stack({a, b}, -1).to_vector<float>() == s1.to_vector<float>());
+  Tensor sc = stack({scalar_tensor(1.0), scalar_tensor(2.0)});
+  CHECK(sc.shape() == Shape{2});
+  Tensor m = arange(6).view({2, 3});
+  Tensor st = stack({m, m.t().t(), m.slice(1, 0, std::nullopt, 1)}, 2);
+  CHECK(st.shape() == Shape{2, 3, 3});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 3; ++j) CHECK(iv(st[i][j]) == std::vector<int64_t>(3, i * 3 + j));
+  CHECK(stack({zeros({0}), zeros({0})}).shape() == Shape{2, 0});
+  CHECK_THROWS_AS(stack({}), ValueError);
+  check_throws_mentioning<ValueError>([] { stack({ones({2}), ones({3})}); }, "[stack]");
+  check_throws_mentioning<ValueError>([] { stack({ones({2}), ones({3})}); }, "[3]");
+  CHECK_THROWS_AS(stack({ones({2})}, 3), IndexError);
+}
+
+TEST_CASE("split and chunk return views with PyTorch's sizes") {
+  Tensor x = arange(10).view({5, 2});
+  auto parts = split(x, 2);
+  REQUIRE(parts.size() == 3);
+  CHECK(parts[0].shape() == Shape{2, 2});
+  CHECK(parts[2].shape() == Shape{1, 2});
+  CHECK(iv(parts[2]) == std::vector<int64_t>{8, 9});
+  for (auto& p : parts) CHECK(p.shares_storage(x));
+  // Writing through a piece changes x.
+  parts[1].fill_(-1);
+  CHECK(iv(x)[4] == -1);
+
+  auto cols = split(x, IntList{1, 1}, -1);
+  REQUIRE(cols.size() == 2);
+  CHECK(iv(cols[1]) == std::vector<int64_t>{1, 3, -1, -1, 9});  // rows 2-3 were filled
+  auto uneven = split(arange(6), IntList{1, 0, 5});
+  CHECK(uneven[1].shape() == Shape{0});
+  CHECK(iv(uneven[2]) == std::vector<int64_t>{1, 2, 3, 4, 5});
+  CHECK(split(zeros({0}), 2).size() == 1);
+
+  // chunk: ceil(5 / 3) = 2 -> sizes 2, 2, 1; ceil(6 / 4) = 2 -> 3 chunks.
+  auto c = chunk(arange(5), 3);
+  REQUIRE(c.size() == 3);
+  CHECK(c[2].shape() == Shape{1});
+  CHECK(chunk(arange(6), 4).size() == 3);
+  CHECK(chunk(zeros({0}), 3).size() == 3);
+  auto cc = chunk(x, 2, 1);
+  CHECK(cc.size() == 2);
+  CHECK(cc[0].shape() == Shape{5, 1});
+}
+
+TEST_CASE("split and chunk errors") {
+  check_throws_mentioning<ValueError>([] { split(arange(5), IntList{2, 2}); }, "[split]");
+  CHECK_THROWS_AS(split(arange(5), IntList{6, -1}), ValueError);
+  CHECK_THROWS_AS(split(arange(5), 0), ValueError);
+  CHECK_THROWS_AS(split(arange(5), -1), ValueError);
+  CHECK_THROWS_AS(split(scalar_tensor(1.0), 1), ValueError);
+  CHECK_THROWS_AS(split(arange(5), 1, 1), IndexError);
+  check_throws_mentioning<ValueError>([] { chunk(arange(5), 0); }, "[chunk]");
+  CHECK_THROWS_AS(chunk(scalar_tensor(1.0), 2), ValueError);
+}
+
+TEST_CASE("index_select") {
+  Tensor x = arange(12).view({3, 4});
+  Tensor idx = tensor<int64_t>({2, 0, 2});
+  Tensor r = index_select(x, 0, idx);
+  CHECK(r.shape() == Shape{3, 4});
+  CHECK(iv(r) == std::vector<int64_t>{8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11});
+  Tensor c = index_select(x, -1, tensor<int64_t>({3, 1}));
+  CHECK(c.shape() == Shape{3, 2});
+  CHECK(iv(c) == std::vector<int64_t>{3, 1, 7, 5, 11, 9});
+  // Non-contiguous input and index; float values; empty index.
+  Tensor xt = x.t().to(kFloat32);  // [4, 3]
+  Tensor si = tensor<int64_t>({1, 7, 3, 7}).slice(0, 0, std::nullopt, 2);
+  Tensor rt = index_select(xt, 0, si);
+  CHECK(rt.to_vector<float>() == std::vector<float>{1.f, 5.f, 9.f, 3.f, 7.f, 11.f});
+  CHECK(index_select(x, 1, tensor<int64_t>({}, {0})).shape() == Shape{3, 0});
+  // Naive loop on a 3-D tensor along the middle dim.
+  Tensor y = arange(24).view({2, 3, 4}).permute({2, 0, 1});  // [4, 2, 3]
+  Tensor yi = index_select(y, 2, tensor<int64_t>({2, 2, 0, 1}));
+  auto yv = iv(y), got = iv(yi);
+  std::vector<int64_t> ids{2, 2, 0, 1};
+  for (int64_t a = 0; a < 4; ++a)
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t k = 0; k < 4; ++k)
+        CHECK(got[(a * 2 + b) * 4 + k] == yv[(a * 2 + b) * 3 + ids[k]]);
+}
+
+TEST_CASE("index_select errors") {
+  Tensor x = arange(12).view({3, 4});
+  check_throws_mentioning<IndexError>([&] { index_select(x, 0, tensor<int64_t>({3})); }, "index 3");
+  check_throws_mentioning<IndexError>([&] { index_select(x, 0, tensor<int64_t>({3})); }, "size 3");
+  CHECK_THROWS_AS(index_select(x, 1, tensor<int64_t>({-1})), IndexError);
+  CHECK_THROWS_AS(index_select(x, 2, tensor<int64_t>({0})), IndexError);
+  check_throws_mentioning<TypeError>([&] { index_select(x, 0, tensor({0.f})); }, "[index_select]");
+  CHECK_THROWS_AS(index_select(x, 0, tensor<int64_t>({0, 1}, {1, 2})), ValueError);
+}
+
+TEST_CASE("gather") {
+  // PyTorch docs: gather([[1, 2], [3, 4]], 1, [[0, 0], [1, 0]]) = [[1, 1], [4, 3]]
+  Tensor t = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  Tensor g = gather(t, 1, tensor<int64_t>({0, 0, 1, 0}, {2, 2}));
+  CHECK(g.to_vector<float>() == std::vector<float>{1.f, 1.f, 4.f, 3.f});
+  Tensor g0 = gather(t, 0, tensor<int64_t>({1, 0}, {1, 2}));
+  CHECK(g0.shape() == Shape{1, 2});
+  CHECK(g0.to_vector<float>() == std::vector<float>{3.f, 2.f});
+  // Naive loop, 3-D, non-contiguous x, index smaller than x on the other dims.
+  Tensor x = arange(60).view({3, 4, 5}).transpose(0, 2);  // [5, 4, 3]
+  std::vector<int64_t> idv;
+  for (int i = 0; i < 2 * 4 * 2; ++i) idv.push_back((i * 7) % 4);
+  Tensor idx = tensor<int64_t>(idv, {2, 4, 2});
+  Tensor r = gather(x, -2, idx);
+  CHECK(r.shape() == Shape{2, 4, 2});
+  auto xv = iv(x), rv = iv(r);
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 4; ++j)
+      for (int64_t k = 0; k < 2; ++k)
+        CHECK(rv[(i * 4 + j) * 2 + k] == xv[(i * 4 + idv[(i * 4 + j) * 2 + k]) * 3 + k]);
+  CHECK(gather(t, 0, tensor<int64_t>({}, {0, 2})).shape() == Shape{0, 2});
+}
+
+TEST_CASE("gather errors") {
+  Tensor t = ones({2, 2});
+  check_throws_mentioning<IndexError>(
+      [&] {
+        gather(t, 1, tensor<int64_t>({0, 2}, {1, 2}));
+      },
+      "index 2");
+  CHECK_THROWS_AS(gather(t, 0, tensor<int64_t>({-1}, {1, 1})), IndexError);
+  check_throws_mentioning<ValueError>([&] { gather(t, 0, tensor<int64_t>({0, 0})); }, "[gather]");
+  CHECK_THROWS_AS(gather(t, 0, zeros({3, 3}, kInt64)), ValueError);
+  CHECK_THROWS_AS(gather(t, 0, zeros({1, 1})), TypeError);
+  CHECK_THROWS_AS(gather(t, 2, zeros({1, 1}, kInt64)), IndexError);
+}

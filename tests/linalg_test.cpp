@@ -1,0 +1,266 @@
+// matmul and linear against a naive triple loop and hand values: every rank combination,
+// broadcast batch dims, non-contiguous operands, dtypes, empty dims, errors, kernel counts.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "engine/engine.h"
+
+using namespace td;
+
+namespace {
+
+// Deterministic, non-trivial values (no RNG involved).
+Tensor seq(const Shape& shape, DType dtype = kFloat64, double scale = 0.37) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(scale * static_cast<double>(i) + 0.1);
+  return tensor<double>(v, shape).to(dtype);
+}
+
+// C[M,N] = A[M,K] @ B[K,N] on row-major vectors.
+std::vector<double> ref_mm(const std::vector<double>& a, const std::vector<double>& b, int64_t m,
+                           int64_t k, int64_t n) {
+  std::vector<double> c(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) c[i * n + j] += a[i * k + p] * b[p * n + j];
+  return c;
+}
+
+void check_close(const Tensor& t, const std::vector<double>& ref, double tol = 1e-5) {
+  std::vector<double> got = t.to_vector<double>();
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); ++i) CHECK(got[i] == doctest::Approx(ref[i]).epsilon(tol));
+}
+
+template <class E, class F>
+void check_throws_mentioning(F f, const std::string& what) {
+  try {
+    f();
+    FAIL("expected an exception");
+  } catch (const E& e) {
+    CHECK(std::string(e.what()).find(what) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("matmul 2-D: hand values and the naive loop") {
+  Tensor a = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  Tensor b = tensor({5.f, 6.f, 7.f, 8.f}, {2, 2});
+  Tensor c = matmul(a, b);
+  CHECK(c.shape() == Shape{2, 2});
+  CHECK(c.dtype() == kFloat32);
+  CHECK(c.to_vector<float>() == std::vector<float>{19.f, 22.f, 43.f, 50.f});
+  CHECK(a.matmul(b).to_vector<float>() == std::vector<float>{19.f, 22.f, 43.f, 50.f});
+
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = seq({7, 5}, dt), y = seq({5, 9}, dt, 0.71);
+    Tensor z = matmul(x, y);
+    CHECK(z.shape() == Shape{7, 9});
+    CHECK(z.dtype() == dt);
+    check_close(z, ref_mm(x.to_vector<double>(), y.to_vector<double>(), 7, 5, 9),
+                dt == kFloat32 ? 1e-4 : 1e-12);
+  }
+}
+
+TEST_CASE("matmul with non-contiguous operands") {
+  Tensor at = seq({5, 6});  // a = at^T is [6, 5], column-major
+  Tensor a = at.t();
+  Tensor big = seq({5, 8}, kFloat64, 0.53);
+  Tensor b = big.slice(1, 0, std::nullopt, 2);  // [5, 4], column stride 2
+  CHECK(!b.is_contiguous());
+  auto ref = ref_mm(a.to_vector<double>(), b.to_vector<double>(), 6, 5, 4);
+  check_close(matmul(a, b), ref, 1e-12);
+  // Both strides non-unit: rows with step 2 of a column-sliced matrix.
+  Tensor c = seq({10, 8}).slice(0, 0, std::nullopt, 2).slice(1, 1, std::nullopt, 2);  // [5, 4]
+  Tensor d = seq({4, 3}, kFloat64, 0.2);
+  check_close(matmul(c, d), ref_mm(c.to_vector<double>(), d.to_vector<double>(), 5, 4, 3), 1e-12);
+  // Expanded (stride 0) operand: every row of e is the same.
+  Tensor row = seq({1, 4});
+  Tensor e = row.expand({3, 4});
+  check_close(matmul(e, d), ref_mm(e.to_vector<double>(), d.to_vector<double>(), 3, 4, 3), 1e-12);
+  check_close(matmul(d.t(), e.t()),
+              ref_mm(d.t().to_vector<double>(), e.t().to_vector<double>(), 3, 4, 3), 1e-12);
+}
+
+TEST_CASE("matmul with 1-D operands") {
+  Tensor u = tensor({1.f, 2.f, 3.f}), v = tensor({4.f, 5.f, 6.f});
+  Tensor dot = matmul(u, v);
+  CHECK(dot.dim() == 0);
+  CHECK(dot.item<float>() == 32.f);
+
+  Tensor m = tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {3, 2});
+  Tensor um = matmul(u, m);  // [3] @ [3, 2] -> [2]: (1+6+15, 2+8+18)
+  CHECK(um.shape() == Shape{2});
+  CHECK(um.to_vector<float>() == std::vector<float>{22.f, 28.f});
+  Tensor mu = matmul(m.t(), u);  // [2, 3] @ [3] -> [2]
+  CHECK(mu.shape() == Shape{2});
+  CHECK(mu.to_vector<float>() == std::vector<float>{22.f, 28.f});
+
+  // 1-D with a batch: [K] @ [B, K, N] -> [B, N]; [B, M, K] @ [K] -> [B, M].
+  Tensor bt = seq({2, 3, 4});
+  Tensor w = seq({3}, kFloat64, 1.3);
+  Tensor r1 = matmul(w, bt);
+  CHECK(r1.shape() == Shape{2, 4});
+  Tensor r2 = matmul(bt.transpose(1, 2), w);
+  CHECK(r2.shape() == Shape{2, 4});
+  auto wv = w.to_vector<double>();
+  for (int64_t i = 0; i < 2; ++i) {
+    auto slab = bt[i].to_vector<double>();
+    auto ref = ref_mm(wv, slab, 1, 3, 4);
+    check_close(r1[i], ref, 1e-12);
+    check_close(r2[i], ref, 1e-12);
+  }
+}
+
+TEST_CASE("matmul batched with broadcast batch dims") {
+  Tensor a = seq({2, 1, 3, 4});
+  Tensor b = seq({5, 4, 2}, kFloat64, 0.9);
+  Tensor c = matmul(a, b);
+  CHECK(c.shape() == Shape{2, 5, 3, 2});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t j = 0; j < 5; ++j)
+      check_close(c[i][j], ref_mm(a[i][0].to_vector<double>(), b[j].to_vector<double>(), 3, 4, 2),
+                  1e-12);
+  // N-D @ 2-D (the batch folds into rows) and 2-D @ N-D (shared left operand).
+  Tensor m = seq({4, 6}, kFloat64, 0.4);
+  Tensor d = matmul(a, m);
+  CHECK(d.shape() == Shape{2, 1, 3, 6});
+  Tensor e = matmul(m.t(), b.transpose(1, 2).transpose(1, 2));
+  CHECK(e.shape() == Shape{5, 6, 2});
+  for (int64_t i = 0; i < 2; ++i)
+    check_close(d[i][0], ref_mm(a[i][0].to_vector<double>(), m.to_vector<double>(), 3, 4, 6),
+                1e-12);
+  for (int64_t j = 0; j < 5; ++j)
+    check_close(e[j], ref_mm(m.t().to_vector<double>(), b[j].to_vector<double>(), 6, 4, 2), 1e-12);
+  // Batch-transposed operand (non-contiguous batch).
+  Tensor p = seq({3, 2, 4}).transpose(0, 1);  // [2, 3, 4]
+  Tensor q = seq({2, 4, 5}, kFloat64, 0.8);
+  Tensor pq = matmul(p, q);
+  for (int64_t i = 0; i < 2; ++i)
+    check_close(pq[i], ref_mm(p[i].to_vector<double>(), q[i].to_vector<double>(), 3, 4, 5), 1e-12);
+  // One batched matmul is one GEMM kernel.
+  reset_kernel_counts();
+  matmul(a, b);
+  CHECK(kernel_count(KernelKind::Gemm) == 1);
+}
+
+TEST_CASE("matmul dtypes and empty dims") {
+  Tensor i = tensor<int64_t>({1, 2, 3, 4}, {2, 2});
+  Tensor ii = matmul(i, i);
+  CHECK(ii.dtype() == kInt64);
+  CHECK(ii.to_vector<int64_t>() == std::vector<int64_t>{7, 10, 15, 22});
+  Tensor f = tensor({1.f, 0.f, 0.f, 1.f}, {2, 2});
+  Tensor d = tensor<double>({1, 2, 3, 4}, {2, 2});
+  CHECK(matmul(f, d).dtype() == kFloat64);
+  CHECK(matmul(i, f).dtype() == kFloat32);
+  CHECK(matmul(i, f).to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 4.f});
+
+  Tensor z = matmul(zeros({0, 3}), ones({3, 4}));
+  CHECK(z.shape() == Shape{0, 4});
+  Tensor k0 = matmul(ones({2, 0}), ones({0, 3}));  // empty inner dim: zeros
+  CHECK(k0.shape() == Shape{2, 3});
+  CHECK(k0.to_vector<float>() == std::vector<float>(6, 0.f));
+  CHECK(matmul(ones({0, 2, 3}), ones({3, 4})).shape() == Shape{0, 2, 4});
+  CHECK(matmul(ones({3, 0, 2, 3}), ones({1, 3, 4})).shape() == Shape{3, 0, 2, 4});
+}
+
+TEST_CASE("matmul errors") {
+  check_throws_mentioning<ValueError>([] { matmul(ones({2, 3}), ones({4, 5})); }, "[matmul]");
+  check_throws_mentioning<ValueError>([] { matmul(ones({2, 3}), ones({4, 5})); }, "[2, 3]");
+  check_throws_mentioning<ValueError>([] { matmul(ones({2, 3}), ones({4, 5})); }, "[4, 5]");
+  CHECK_THROWS_AS(matmul(ones({3}), ones({4})), ValueError);
+  CHECK_THROWS_AS(matmul(scalar_tensor(1.0), ones({4})), ValueError);
+  CHECK_THROWS_AS(matmul(ones({3}), ones({2, 3})), ValueError);
+  check_throws_mentioning<ValueError>(
+      [] {
+        matmul(ones({2, 3, 4}), ones({3, 4, 5}));
+      },
+      "[2, 3, 4]");
+  Tensor bl = tensor<bool>({true, false, true, true}, {2, 2});
+  check_throws_mentioning<TypeError>([&] { matmul(bl, bl); }, "[matmul]");
+}
+
+TEST_CASE("linear against x @ w^T + b") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = seq({2, 3, 4}, dt);
+    Tensor w = seq({5, 4}, dt, 0.61);
+    Tensor b = seq({5}, dt, 1.7);
+    Tensor y = linear(x, w, b);
+    CHECK(y.shape() == Shape{2, 3, 5});
+    CHECK(y.dtype() == dt);
+    auto xv = x.to_vector<double>(), wt = w.t().to_vector<double>(), bv = b.to_vector<double>();
+    auto ref = ref_mm(xv, wt, 6, 4, 5);
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t c = 0; c < 5; ++c) ref[r * 5 + c] += bv[c];
+    check_close(y, ref, dt == kFloat32 ? 1e-4 : 1e-12);
+    // No bias.
+    check_close(linear(x, w), ref_mm(xv, wt, 6, 4, 5), dt == kFloat32 ? 1e-4 : 1e-12);
+  }
+  // Hand values: [1, 2] @ [[1, 0], [1, 1], [2, -1]]^T + [0, 1, 2] = [1, 4, 2].
+  Tensor y = linear(tensor({1.f, 2.f}), tensor({1.f, 0.f, 1.f, 1.f, 2.f, -1.f}, {3, 2}),
+                    tensor({0.f, 1.f, 2.f}));
+  CHECK(y.shape() == Shape{3});
+  CHECK(y.to_vector<float>() == std::vector<float>{1.f, 4.f, 2.f});
+}
+
+TEST_CASE("linear with non-contiguous weight, input and bias") {
+  Tensor wt = seq({4, 5});
+  Tensor w = wt.t();                                                   // [5, 4], transposed storage
+  Tensor x = seq({6, 8}, kFloat64, 0.3).slice(1, 0, std::nullopt, 2);  // [6, 4], step 2
+  Tensor b = seq({10}, kFloat64, 0.5).slice(0, 0, std::nullopt, 2);    // [5], step 2
+  Tensor y = linear(x, w, b);
+  auto ref = ref_mm(x.to_vector<double>(), wt.to_vector<double>(), 6, 4, 5);
+  auto bv = b.to_vector<double>();
+  for (int64_t r = 0; r < 6; ++r)
+    for (int64_t c = 0; c < 5; ++c) ref[r * 5 + c] += bv[c];
+  check_close(y, ref, 1e-12);
+  // Expanded bias (stride 0) and an expanded input.
+  Tensor be = seq({1}).expand({5});
+  Tensor xe = seq({1, 4}).expand({3, 4});
+  Tensor ye = linear(xe, w, be);
+  auto ref2 = ref_mm(xe.to_vector<double>(), wt.to_vector<double>(), 3, 4, 5);
+  double b0 = be.to_vector<double>()[0];
+  for (auto& v : ref2) v += b0;
+  check_close(ye, ref2, 1e-12);
+  // Stacked ensemble weights [B*out, in] as one matrix.
+  Tensor stacked = seq({3, 2, 4}).reshape({6, 4});
+  CHECK(linear(x, stacked).shape() == Shape{6, 6});
+}
+
+TEST_CASE("linear dtypes, empty dims and one GEMM per call") {
+  Tensor xi = tensor<int64_t>({1, 2}, {1, 2});
+  Tensor wi = tensor<int64_t>({3, 4, 5, 6}, {2, 2});
+  Tensor yi = linear(xi, wi, tensor<int64_t>({1, 1}));
+  CHECK(yi.dtype() == kInt64);
+  CHECK(yi.to_vector<int64_t>() == std::vector<int64_t>{12, 18});
+  CHECK(linear(ones({2, 3}), ones({4, 3}, kFloat64)).dtype() == kFloat64);
+
+  CHECK(linear(ones({0, 3}), ones({4, 3})).shape() == Shape{0, 4});
+  CHECK(linear(ones({2, 0, 3}), ones({4, 3})).shape() == Shape{2, 0, 4});
+  Tensor e = linear(ones({2, 0}), ones({3, 0}), tensor({1.f, 2.f, 3.f}));
+  CHECK(e.shape() == Shape{2, 3});
+  CHECK(e.to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 1.f, 2.f, 3.f});
+
+  Tensor x = seq({4, 3, 8}, kFloat32), w = seq({16, 8}, kFloat32), b = seq({16}, kFloat32);
+  reset_kernel_counts();
+  Tensor y = linear(x, w, b);
+  CHECK(kernel_count(KernelKind::Gemm) == 1);
+  CHECK(y.shape() == Shape{4, 3, 16});
+}
+
+TEST_CASE("linear errors") {
+  check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({4, 5})); }, "[linear]");
+  check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({4, 5})); }, "[4, 5]");
+  check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({3})); }, "[linear]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        linear(ones({2, 3}), ones({4, 3}), ones({5}));
+      },
+      "bias");
+  CHECK_THROWS_AS(linear(scalar_tensor(1.0), ones({1, 1})), ValueError);
+  Tensor bl = tensor<bool>({true, false}, {1, 2});
+  check_throws_mentioning<TypeError>([&] { linear(bl, bl); }, "[linear]");
+}

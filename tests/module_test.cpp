@@ -1,0 +1,239 @@
+// nn::Module: registration, tree walks, train/eval, method binding with Python's rules.
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+
+#include "engine/engine.h"
+#include "modules/modules.h"
+
+using namespace td;
+
+namespace {
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+}  // namespace
+
+// A user-defined module with two methods and keyword arguments (README example):
+//
+//   struct Scaler : nn::Module {
+//     nn::Param scale;
+//     Scaler() {
+//       scale = register_parameter("scale", ones({3}));
+//       register_method("forward", &Scaler::forward, {"input"});
+//       register_method("shifted", &Scaler::shifted, {"input", "shift", "twice"},
+//                       {{"shift", 0.0}, {"twice", false}});
+//     }
+//     Tensor forward(const Tensor& input) { return input * scale; }
+//     Tensor shifted(const Tensor& input, double shift, bool twice) {
+//       Tensor y = input * scale + shift;
+//       return twice ? y * 2.0 : y;
+//     }
+//   };
+//   auto m = std::make_shared<Scaler>();
+//   Value y = (*m)({x});                                            // forward
+//   Value z = m->call_method("shifted", {x}, {{"shift", 1.5}, {"twice", true}});
+struct Scaler : nn::Module {
+  nn::Param scale;
+  Scaler() {
+    scale = register_parameter("scale", ones({3}));
+    register_method("forward", &Scaler::forward, {"input"});
+    register_method("shifted", &Scaler::shifted, {"input", "shift", "twice"},
+                    {{"shift", 0.0}, {"twice", false}});
+  }
+  Tensor forward(const Tensor& input) { return input * scale; }
+  Tensor shifted(const Tensor& input, double shift, bool twice) {
+    Tensor y = input * scale + shift;
+    return twice ? y * 2.0 : y;
+  }
+};
+
+// Every supported parameter type, a Value return, a const method and an int argument.
+struct Kinds : nn::Module {
+  Kinds() {
+    register_method("forward", &Kinds::forward, {"a", "b", "c", "d", "e", "f", "g"});
+    register_method("count", &Kinds::count, {"n"});
+  }
+  Value forward(Tensor a, const Tensor& b, Value c, const Value& d, int64_t e, double f, bool g) {
+    return ValueList{a.numel() + b.numel(), c, d, e, f, g};
+  }
+  int64_t count(int64_t n) const { return n + 1; }
+};
+
+struct Tree : nn::Module {
+  nn::Param w, buf;
+  std::shared_ptr<nn::Linear> child;
+  std::shared_ptr<nn::Sequential> seq;
+  Tree() {
+    w = register_parameter("w", zeros({2}));
+    buf = register_buffer("buf", zeros({1}));
+    child = register_module("child", std::make_shared<nn::Linear>(2, 3));
+    seq = register_module(
+        "seq", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+                   std::make_shared<nn::BatchNorm1d>(3), std::make_shared<nn::Dropout>(0.2)}));
+  }
+};
+
+TEST_CASE("registration rejects empty, dotted and duplicate names") {
+  nn::Module m;
+  m.register_parameter("a", zeros({1}));
+  CHECK_THROWS_AS(m.register_parameter("", zeros({1})), ValueError);
+  CHECK_THROWS_AS(m.register_parameter("x.y", zeros({1})), ValueError);
+  CHECK(has(message_of([&] { m.register_parameter("x.y", zeros({1})); }), "'x.y'"));
+  CHECK_THROWS_AS(m.register_parameter("a", zeros({1})), ValueError);
+  CHECK(has(message_of([&] { m.register_parameter("a", zeros({1})); }), "'a'"));
+  CHECK_THROWS_AS(m.register_buffer("a", zeros({1})), ValueError);
+  CHECK_THROWS_AS(m.register_buffer("", zeros({1})), ValueError);
+  CHECK_THROWS_AS(m.register_buffer("b.c", zeros({1})), ValueError);
+  CHECK_THROWS_AS(m.register_module("a", std::make_shared<nn::ReLU>()), ValueError);
+  CHECK_THROWS_AS(m.register_module("", std::make_shared<nn::ReLU>()), ValueError);
+  CHECK_THROWS_AS(m.register_module("r.s", std::make_shared<nn::ReLU>()), ValueError);
+  CHECK_THROWS_AS(m.register_module("n", std::shared_ptr<nn::ReLU>()), ValueError);
+  m.register_module("r", std::make_shared<nn::ReLU>());
+  CHECK_THROWS_AS(m.register_parameter("r", zeros({1})), ValueError);
+  CHECK(has(message_of([&] { m.register_buffer("r", zeros({1})); }), "'r'"));
+}
+
+TEST_CASE("named_parameters, named_buffers, named_modules in insertion order") {
+  auto t = std::make_shared<Tree>();
+  std::vector<std::string> pn, bn, mn;
+  for (auto& [n, p] : t->named_parameters()) pn.push_back(n);
+  for (auto& [n, b] : t->named_buffers()) bn.push_back(n);
+  for (auto& [n, m] : t->named_modules()) mn.push_back(n);
+  CHECK(pn ==
+        std::vector<std::string>{"w", "child.weight", "child.bias", "seq.0.weight", "seq.0.bias"});
+  CHECK(bn == std::vector<std::string>{"buf", "seq.0.running_mean", "seq.0.running_var",
+                                       "seq.0.num_batches_tracked"});
+  CHECK(mn == std::vector<std::string>{"", "child", "seq", "seq.0", "seq.1"});
+  CHECK(t->named_modules()[0].second.get() == t.get());
+  CHECK(t->parameters().size() == 5);
+  CHECK(t->buffers().size() == 4);
+  CHECK(t->children().size() == 2);
+  CHECK(t->named_children()[1].first == "seq");
+  CHECK(t->named_parameters()[1].second.is_same(t->child->weight.get()));
+  // Param handles read like tensors
+  const Tensor& w = t->w;
+  CHECK(w.shape() == Shape{2});
+  CHECK(t->w->numel() == 2);
+  CHECK(t->w.defined());
+  CHECK_FALSE(nn::Param().defined());
+  CHECK(t->find_slot("seq.0.running_var") != nullptr);
+  CHECK(t->find_slot("seq.1.x") == nullptr);
+}
+
+TEST_CASE("train and eval are recursive") {
+  auto t = std::make_shared<Tree>();
+  CHECK(t->is_training());
+  t->eval();
+  CHECK_FALSE(t->is_training());
+  CHECK_FALSE(t->child->is_training());
+  CHECK_FALSE((*t->seq)[1]->is_training());
+  t->train();
+  CHECK((*t->seq)[0]->is_training());
+  t->train(false);
+  CHECK_FALSE((*t->seq)[0]->is_training());
+}
+
+TEST_CASE("user-defined module with two methods and keyword arguments") {
+  auto m = std::make_shared<Scaler>();
+  Tensor x = tensor({1.f, 2.f, 3.f});
+  CHECK((*m)({x}).tensor().to_vector<float>() == std::vector<float>{1, 2, 3});
+  CHECK((*m)({}, {{"input", x}}).tensor().to_vector<float>() == std::vector<float>{1, 2, 3});
+  Value z = m->call_method("shifted", {x}, {{"shift", 1.5}, {"twice", true}});
+  CHECK(z.tensor().to_vector<float>() == std::vector<float>{5, 7, 9});
+  CHECK(m->call_method("shifted", {x, 1}).tensor().to_vector<float>() ==
+        std::vector<float>{2, 3, 4});  // an int is accepted for a float
+  CHECK(m->call_method("shifted", {x}, {{"twice", true}}).tensor().to_vector<float>() ==
+        std::vector<float>{2, 4, 6});
+  CHECK(m->has_method("shifted"));
+  CHECK_FALSE(m->has_method("nope"));
+  CHECK(m->method_names() == std::vector<std::string>{"forward", "shifted"});
+  CHECK(m->method_arg_names("shifted") == std::vector<std::string>{"input", "shift", "twice"});
+  CHECK_THROWS_AS(m->method_arg_names("nope"), KeyError);
+}
+
+TEST_CASE("method binding errors are TypeErrors naming the method and argument") {
+  auto m = std::make_shared<Scaler>();
+  Tensor x = tensor({1.f, 2.f, 3.f});
+  auto expect_type_error = [&](const std::function<void()>& f, const std::string& part) {
+    CHECK_THROWS_AS(f(), TypeError);
+    std::string msg = message_of(f);
+    CHECK(has(msg, "Scaler.shifted"));
+    CHECK(has(msg, part));
+  };
+  expect_type_error([&] { m->call_method("shifted", {}); }, "missing required argument 'input'");
+  expect_type_error(
+      [&] {
+        m->call_method("shifted", {x}, {{"bogus", 1}});
+      },
+      "unexpected keyword argument 'bogus'");
+  expect_type_error(
+      [&] {
+        m->call_method("shifted", {x}, {{"input", x}});
+      },
+      "multiple values for argument 'input'");
+  expect_type_error([&] { m->call_method("shifted", {x, 1.0, true, 4}); }, "3 positional");
+  expect_type_error([&] { m->call_method("shifted", {1}); }, "'input'");
+  expect_type_error([&] { m->call_method("shifted", {x, "a"}); }, "'shift'");
+  expect_type_error([&] { m->call_method("shifted", {x}, {{"twice", 1}}); }, "'twice'");
+  CHECK_THROWS_AS(m->call_method("nope", {x}), KeyError);
+  std::string msg = message_of([&] { m->call_method("nope", {x}); });
+  CHECK(has(msg, "'nope'"));
+  CHECK(has(msg, "'forward'"));
+  CHECK(has(msg, "'shifted'"));
+  CHECK_THROWS_AS((*std::make_shared<nn::Module>())({x}), KeyError);
+}
+
+TEST_CASE("method argument kinds and registration errors") {
+  auto k = std::make_shared<Kinds>();
+  Value r = (*k)({zeros({2}), zeros({3}), "c", Value(), 7, 2.5, true});
+  CHECK(r[0].to_int() == 5);
+  CHECK(r[1].str() == "c");
+  CHECK(r[2].is_none());
+  CHECK(r[3].to_int() == 7);
+  CHECK(r[4].to_double() == 2.5);
+  CHECK(r[5].to_bool());
+  CHECK(k->call_method("count", {}, {{"n", 4}}).to_int() == 5);
+  CHECK_THROWS_AS(k->call_method("count", {2.5}), TypeError);  // a float is not an int
+  CHECK_THROWS_AS(k->call_method("count", {true}), TypeError);
+  CHECK_THROWS_AS((*k)({zeros({2}), 1, "c", Value(), 7, 2.5, true}), TypeError);
+  CHECK(has(message_of([&] { (*k)({zeros({2}), 1, "c", Value(), 7, 2.5, true}); }), "'b'"));
+
+  nn::Module m;
+  auto noop = [](std::vector<Value>&, const std::string&) { return Value(); };
+  m.register_method_raw("f", {"a", "b"}, {{"b", 1}}, noop);
+  CHECK(m.call_method("f", {0}).is_none());
+  CHECK_THROWS_AS(m.register_method_raw("f", {}, {}, noop), ValueError);  // duplicate
+  CHECK_THROWS_AS(m.register_method_raw("", {}, {}, noop), ValueError);
+  CHECK_THROWS_AS(m.register_method_raw("g", {"a", "a"}, {}, noop), ValueError);
+  CHECK_THROWS_AS(m.register_method_raw("g", {"a", "b"}, {{"a", 1}}, noop), ValueError);
+  CHECK_THROWS_AS(m.register_method_raw("g", {"a"}, {{"z", 1}}, noop), ValueError);
+  struct Bad : nn::Module {
+    Tensor f(const Tensor& x) { return x; }
+  };
+  Bad b;
+  CHECK_THROWS_AS(b.register_method("f", &Bad::f, {"x", "y"}), ValueError);
+}
+
+TEST_CASE("module printing like PyTorch") {
+  manual_seed(0);
+  auto s = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::ReLU>()});
+  std::ostringstream os;
+  os << *s;
+  CHECK(os.str() ==
+        "Sequential(\n"
+        "  (0): Linear(in_features=3, out_features=4, bias=True)\n"
+        "  (1): ReLU()\n"
+        ")");
+  CHECK(s->type_name() == "Sequential");
+}

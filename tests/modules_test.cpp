@@ -1,0 +1,289 @@
+// The standard modules against PyTorch 1.13 (tests/golden/make_modules_golden.py writes the
+// safetensors files in tests/data/modules/), plus initialisation, defaults and errors.
+#include "modules/modules.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "engine/engine.h"
+
+using namespace td;
+
+namespace {
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+TensorDict golden(const std::string& name) {
+  return TensorDict::load_safetensors(std::string(TD_TEST_DATA_DIR) + "/modules/" + name +
+                                      ".safetensors");
+}
+
+// |got - want| <= 1e-5 * |want| + 1e-6 everywhere, with equal shapes.
+void check_close(const Tensor& got, const Tensor& want, const std::string& what) {
+  INFO(what);
+  REQUIRE(got.shape() == want.shape());
+  auto g = got.to(kFloat64).to_vector<double>();
+  auto w = want.to(kFloat64).to_vector<double>();
+  double worst = 0;
+  for (size_t i = 0; i < g.size(); ++i)
+    worst = std::max(worst, std::abs(g[i] - w[i]) - 1e-5 * std::abs(w[i]));
+  CHECK(worst <= 1e-6);
+}
+}  // namespace
+
+TEST_CASE("golden: Linear") {
+  TensorDict g = golden("linear");
+  auto m = std::make_shared<nn::Linear>(3, 4);
+  auto guard = g.get_dict("module").to_module(*m);
+  check_close(m->forward(g.get("input")), g.get("output"), "forward");
+  check_close((*m)({g.get("input")}).tensor(), g.get("output"), "operator()");
+  check_close((*m)({}, {{"input", g.get("input")}}).tensor(), g.get("output"), "kwargs");
+}
+
+TEST_CASE("golden: MLP (Sequential)") {
+  TensorDict g = golden("mlp");
+  auto m = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(3, 8), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(8, 8), std::make_shared<nn::Tanh>()});
+  m->push_back(std::make_shared<nn::Linear>(8, 2));
+  CHECK(m->size() == 5);
+  auto guard = g.get_dict("module").to_module(*m);
+  check_close((*m)({g.get("input")}).tensor(), g.get("output"), "mlp");
+}
+
+TEST_CASE("golden: activations, Flatten") {
+  TensorDict g = golden("activations");
+  Tensor x = g.get("input");
+  check_close(nn::ReLU().forward(x), g.get("relu"), "relu");
+  check_close(nn::GELU().forward(x), g.get("gelu"), "gelu");
+  check_close(nn::GELU("tanh").forward(x), g.get("gelu_tanh"), "gelu tanh");
+  check_close(nn::Tanh().forward(x), g.get("tanh"), "tanh");
+  check_close(nn::Sigmoid().forward(x), g.get("sigmoid"), "sigmoid");
+  check_close(nn::Softmax(1).forward(x), g.get("softmax1"), "softmax");
+  check_close(nn::LogSoftmax(0).forward(x), g.get("log_softmax0"), "log_softmax");
+  check_close(nn::Flatten(0, 1).forward(x.reshape({4, 2, 3})), g.get("flatten"), "flatten");
+  CHECK(nn::Flatten().forward(zeros({2, 3, 4})).shape() == Shape{2, 12});
+  CHECK_THROWS_AS(nn::GELU("fast"), ValueError);
+}
+
+TEST_CASE("golden: LayerNorm") {
+  TensorDict g = golden("layernorm");
+  auto m = std::make_shared<nn::LayerNorm>(Shape{3, 4}, 1e-4);
+  auto guard = g.get_dict("module").to_module(*m);
+  check_close(m->forward(g.get("input")), g.get("output"), "layernorm");
+  auto plain = std::make_shared<nn::LayerNorm>(4, 1e-5, false);
+  CHECK(plain->named_parameters().empty());
+}
+
+namespace {
+template <class BN>
+void check_batchnorm(const std::string& name) {
+  INFO(name);
+  TensorDict g = golden(name);
+  auto m = std::make_shared<BN>(4, 1e-5, 0.2);
+  TensorDict state = g.get_dict("module").clone();
+  auto guard = state.to_module(*m);
+  m->train();
+  check_close(m->forward(g.get("input")), g.get("output_train"), "train output");
+  check_close(state.get("running_mean"), g.get("after.running_mean"), "running_mean");
+  check_close(state.get("running_var"), g.get("after.running_var"), "running_var");
+  CHECK(state.get("num_batches_tracked").item<int64_t>() ==
+        g.get("after.num_batches_tracked").item<int64_t>());
+  m->eval();
+  check_close(m->forward(g.get("input_eval")), g.get("output_eval"), "eval output");
+  CHECK(state.get("num_batches_tracked").item<int64_t>() == 4);  // eval does not count
+}
+}  // namespace
+
+TEST_CASE("golden: BatchNorm1d/2d in train (output and running stats) and eval") {
+  check_batchnorm<nn::BatchNorm1d>("batchnorm1d");
+  check_batchnorm<nn::BatchNorm1d>("batchnorm1d_3d");
+  check_batchnorm<nn::BatchNorm2d>("batchnorm2d");
+}
+
+TEST_CASE("golden: Conv2d with stride, padding, groups, dilation") {
+  TensorDict g = golden("conv2d");
+  auto m =
+      std::make_shared<nn::Conv2d>(4, 6, nn::Size2{3, 2}, nn::Size2{2, 1}, nn::Size2{1, 2}, 1, 2);
+  auto guard = g.get_dict("module").to_module(*m);
+  check_close(m->forward(g.get("input")), g.get("output"), "conv2d");
+  TensorDict g2 = golden("conv2d_dilated");
+  auto m2 = std::make_shared<nn::Conv2d>(3, 2, 3, 1, 1, nn::Size2{2, 1}, 1, false);
+  auto guard2 = g2.get_dict("module").to_module(*m2);
+  check_close(m2->forward(g2.get("input")), g2.get("output"), "conv2d dilated");
+}
+
+TEST_CASE("golden: MaxPool2d") {
+  TensorDict g = golden("maxpool2d");
+  Tensor x = g.get("input");
+  check_close(nn::MaxPool2d(3, 2, 1).forward(x), g.get("output"), "maxpool");
+  check_close(nn::MaxPool2d(2).forward(x), g.get("output_default_stride"), "default stride");
+  check_close(nn::MaxPool2d(nn::Size2{2, 3}, 1, 0, nn::Size2{1, 2}).forward(x),
+              g.get("output_dilated"), "dilated");
+}
+
+TEST_CASE("golden: Embedding") {
+  TensorDict g = golden("embedding");
+  auto m = std::make_shared<nn::Embedding>(10, 4);
+  auto guard = g.get_dict("module").to_module(*m);
+  check_close(m->forward(g.get("input")), g.get("output"), "embedding");
+}
+
+TEST_CASE("golden: MultiheadAttention (batch_first and sequence first)") {
+  TensorDict g = golden("mha");
+  auto m = std::make_shared<nn::MultiheadAttention>(8, 2, 0.0, true, true);
+  auto guard = g.get_dict("module").to_module(*m);
+  m->eval();
+  Value r = (*m)({g.get("query"), g.get("key"), g.get("value")});
+  check_close(r[0].tensor(), g.get("output"), "output");
+  check_close(r[1].tensor(), g.get("weights"), "weights");
+  Value rm = m->call_method(
+      "forward", {g.get("query"), g.get("key"), g.get("value")},
+      {{"key_padding_mask", g.get("key_padding_mask")}, {"average_attn_weights", false}});
+  check_close(rm[0].tensor(), g.get("output_masked"), "masked output");
+  check_close(rm[1].tensor(), g.get("weights_heads"), "per-head weights");
+  Value nw = (*m)({g.get("query"), g.get("key"), g.get("value")}, {{"need_weights", false}});
+  CHECK(nw[1].is_none());
+  check_close(nw[0].tensor(), g.get("output"), "need_weights=False output");
+
+  TensorDict g2 = golden("mha_seq_first");
+  auto m2 = std::make_shared<nn::MultiheadAttention>(4, 4);
+  auto guard2 = g2.get_dict("module").to_module(*m2);
+  Value r2 = (*m2)({g2.get("query"), g2.get("key"), g2.get("value")});
+  check_close(r2[0].tensor(), g2.get("output"), "seq-first output");
+  check_close(r2[1].tensor(), g2.get("weights"), "seq-first weights");
+  // unbatched input [L, E] gives the batched result's first row
+  Value u = (*m2)(
+      {g2.get("query").select(1, 0), g2.get("key").select(1, 0), g2.get("value").select(1, 0)});
+  check_close(u[0].tensor(), g2.get("output").select(1, 0), "unbatched output");
+  check_close(u[1].tensor(), g2.get("weights")[0], "unbatched weights");
+}
+
+TEST_CASE("MultiheadAttention parameters and errors") {
+  auto m = std::make_shared<nn::MultiheadAttention>(6, 3);
+  std::vector<std::string> names;
+  for (auto& [n, p] : m->named_parameters()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight",
+                                          "out_proj.bias"});
+  CHECK(m->in_proj_weight->shape() == Shape{18, 6});
+  CHECK(m->in_proj_bias->to_vector<float>() == std::vector<float>(18, 0.f));
+  CHECK(m->out_proj->bias->to_vector<float>() == std::vector<float>(6, 0.f));
+  double bound = std::sqrt(6.0 / 24.0);
+  for (float v : m->in_proj_weight->to_vector<float>()) CHECK(std::abs(v) <= bound);
+  CHECK(m->method_arg_names("forward") ==
+        std::vector<std::string>{"query", "key", "value", "key_padding_mask", "need_weights",
+                                 "attn_mask", "average_attn_weights"});
+  CHECK_THROWS_AS(nn::MultiheadAttention(6, 4), ValueError);
+  CHECK_THROWS_AS(nn::MultiheadAttention(6, 3, 1.5), ValueError);
+  Tensor q = zeros({2, 1, 6});
+  CHECK_THROWS_AS((*m)({zeros({2, 1, 5}), zeros({2, 1, 5}), zeros({2, 1, 5})}), ValueError);
+  CHECK_THROWS_AS((*m)({zeros({2, 1, 2, 6}), q, q}), ValueError);
+  CHECK_THROWS_AS((*m)({q, zeros({2, 6}), q}), ValueError);
+  CHECK_THROWS_AS((*m)({q, q, q}, {{"attn_mask", zeros({3, 3})}}), ValueError);
+  CHECK_THROWS_AS((*m)({q, q, q}, {{"key_padding_mask", zeros({1, 3})}}), ValueError);
+  CHECK(has(message_of([&] {
+              (*m)({q, q, q}, {{"attn_mask", zeros({3, 3})}});
+            }),
+            "MultiheadAttention"));
+  // an attention mask that blocks key 1 leaves all weight on key 0
+  Tensor mask = gt(tensor({0.f, 1.f, 0.f, 1.f}, {2, 2}), 0.5);
+  Value r = (*m)({randn({2, 1, 6}), randn({2, 1, 6}), randn({2, 1, 6})}, {{"attn_mask", mask}});
+  CHECK(r[1].tensor().to_vector<float>() == std::vector<float>{1, 0, 1, 0});
+}
+
+TEST_CASE("initialisation follows PyTorch and the seeded generator") {
+  manual_seed(42);
+  nn::Linear a(16, 8);
+  manual_seed(42);
+  nn::Linear b(16, 8);
+  CHECK(equal(a.weight, b.weight));
+  CHECK(equal(a.bias, b.bias));
+  for (float v : a.weight->to_vector<float>()) CHECK(std::abs(v) <= 0.25f);
+  for (float v : a.bias->to_vector<float>()) CHECK(std::abs(v) <= 0.25f);
+  nn::Linear nb(3, 2, false);
+  CHECK_FALSE(nb.bias.defined());
+  CHECK(nb.named_parameters().size() == 1);
+  CHECK(nb.forward(ones({1, 3})).shape() == Shape{1, 2});
+
+  nn::Conv2d c(4, 6, 3, 1, 0, 1, 2);
+  CHECK(c.weight->shape() == Shape{6, 2, 3, 3});
+  double cb = 1.0 / std::sqrt(18.0);
+  for (float v : c.weight->to_vector<float>()) CHECK(std::abs(v) <= cb);
+  CHECK_THROWS_AS(nn::Conv2d(3, 6, 3, 1, 0, 1, 2), ValueError);
+  CHECK_THROWS_AS(nn::Conv2d(4, 6, {3, 3, 3}), ValueError);
+  CHECK_THROWS_AS(nn::Conv2d(4, 6, 0), ValueError);
+
+  nn::Embedding e(200, 50);
+  auto w = e.weight->to_vector<float>();
+  double mean = 0, var = 0;
+  for (float v : w) mean += v;
+  mean /= w.size();
+  for (float v : w) var += (v - mean) * (v - mean);
+  var /= w.size();
+  CHECK(std::abs(mean) < 0.05);
+  CHECK(std::abs(var - 1.0) < 0.05);
+
+  nn::LayerNorm ln(Shape{2, 3});
+  CHECK(ln.weight->to_vector<float>() == std::vector<float>(6, 1.f));
+  CHECK(ln.bias->to_vector<float>() == std::vector<float>(6, 0.f));
+  nn::BatchNorm2d bn(3);
+  CHECK(bn.running_var->to_vector<float>() == std::vector<float>(3, 1.f));
+  CHECK(bn.num_batches_tracked->dtype() == kInt64);
+  CHECK(bn.momentum == 0.1);
+  CHECK(bn.eps == 1e-5);
+  nn::BatchNorm1d nostats(3, 1e-5, 0.1, false, false);
+  CHECK(nostats.named_parameters().empty());
+  CHECK(nostats.named_buffers().empty());
+  nostats.eval();  // batch statistics even in eval
+  Tensor y = nostats.forward(tensor({1.f, 2.f, 3.f, 3.f, 4.f, 5.f}, {2, 3}));
+  CHECK(y.to_vector<float>()[0] == doctest::Approx(-1.0).epsilon(1e-3));
+}
+
+TEST_CASE("Dropout, Identity, Sequential, BatchNorm input checks") {
+  CHECK_THROWS_AS(nn::Dropout(1.5), ValueError);
+  CHECK_THROWS_AS(nn::Dropout(-0.1), ValueError);
+  nn::Dropout d(0.5);
+  CHECK(d.p == 0.5);
+  CHECK(nn::Dropout().p == 0.5);
+  Tensor x = ones({1000});
+  d.eval();
+  CHECK(equal(d.forward(x), x));
+  d.train();
+  manual_seed(5);
+  auto v = d.forward(x).to_vector<float>();
+  int zeros_seen = 0;
+  for (float f : v) {
+    CHECK((f == 0.f || f == 2.f));
+    zeros_seen += f == 0.f;
+  }
+  CHECK(zeros_seen > 400);
+  CHECK(zeros_seen < 600);
+
+  nn::Identity id;
+  Value anything = ValueList{1, "x"};
+  CHECK(id({anything})[1].str() == "x");
+
+  nn::Sequential empty;
+  CHECK(empty({x}).tensor().is_same(x));
+  CHECK_THROWS_AS(empty[0], IndexError);
+
+  nn::BatchNorm1d b1(3);
+  CHECK_THROWS_AS(b1.forward(zeros({2, 3, 4, 5})), ValueError);
+  CHECK_THROWS_AS(b1.forward(zeros({2, 4})), ValueError);
+  CHECK(has(message_of([&] { b1.forward(zeros({2, 4})); }), "[2, 4]"));
+  nn::BatchNorm2d b2(3);
+  CHECK_THROWS_AS(b2.forward(zeros({2, 3})), ValueError);
+  CHECK(has(message_of([&] { b2.forward(zeros({2, 3})); }), "BatchNorm2d"));
+}

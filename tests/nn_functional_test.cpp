@@ -1,0 +1,427 @@
+// nn functionals against their textbook formulas written as naive loops, and hand values:
+// layer_norm, batch_norm (train/eval, running stats), conv2d (stride, padding, dilation,
+// groups), max/avg pooling, embedding; non-contiguous inputs, float64, empty dims, errors.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "engine/engine.h"
+
+using namespace td;
+
+namespace {
+
+Tensor seq(const Shape& shape, DType dtype = kFloat64, double scale = 0.37) {
+  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::sin(scale * static_cast<double>(i) + 0.1);
+  return tensor<double>(v, shape).to(dtype);
+}
+
+void check_close(const Tensor& t, const std::vector<double>& ref, double tol = 1e-5) {
+  std::vector<double> got = t.to_vector<double>();
+  REQUIRE(got.size() == ref.size());
+  for (size_t i = 0; i < ref.size(); ++i)
+    CHECK(got[i] == doctest::Approx(ref[i]).epsilon(tol).scale(1.0));
+}
+
+template <class E, class F>
+void check_throws_mentioning(F f, const std::string& what) {
+  try {
+    f();
+    FAIL("expected an exception");
+  } catch (const E& e) {
+    CHECK(std::string(e.what()).find(what) != std::string::npos);
+  }
+}
+
+// Direct convolution: x [N, C, H, W] (row-major values), w [O, C/g, kh, kw].
+std::vector<double> ref_conv(const std::vector<double>& x, const std::vector<double>& w,
+                             const std::vector<double>& b, int64_t n, int64_t c, int64_t h,
+                             int64_t wd, int64_t o, int64_t kh, int64_t kw, int64_t s0, int64_t s1,
+                             int64_t p0, int64_t p1, int64_t d0, int64_t d1, int64_t g, int64_t& oh,
+                             int64_t& ow) {
+  oh = (h + 2 * p0 - d0 * (kh - 1) - 1) / s0 + 1;
+  ow = (wd + 2 * p1 - d1 * (kw - 1) - 1) / s1 + 1;
+  const int64_t cg = c / g, og = o / g;
+  std::vector<double> y(n * o * oh * ow, 0.0);
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t yy = 0; yy < oh; ++yy)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          double acc = b.empty() ? 0.0 : b[oc];
+          const int64_t grp = oc / og;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t iy = yy * s0 - p0 + i * d0, ix = xx * s1 - p1 + j * d1;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                acc += x[((in * c + grp * cg + ic) * h + iy) * wd + ix] *
+                       w[((oc * cg + ic) * kh + i) * kw + j];
+              }
+          y[((in * o + oc) * oh + yy) * ow + xx] = acc;
+        }
+  return y;
+}
+
+// Direct pooling over [N*C, H, W] planes.
+std::vector<double> ref_pool(const std::vector<double>& x, int64_t planes, int64_t h, int64_t w,
+                             int64_t k0, int64_t k1, int64_t s0, int64_t s1, int64_t p0, int64_t p1,
+                             int64_t d0, int64_t d1, bool is_max) {
+  int64_t oh = (h + 2 * p0 - d0 * (k0 - 1) - 1) / s0 + 1;
+  int64_t ow = (w + 2 * p1 - d1 * (k1 - 1) - 1) / s1 + 1;
+  std::vector<double> y;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t yy = 0; yy < oh; ++yy)
+      for (int64_t xx = 0; xx < ow; ++xx) {
+        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t i = 0; i < k0; ++i)
+          for (int64_t j = 0; j < k1; ++j) {
+            int64_t iy = yy * s0 - p0 + i * d0, ix = xx * s1 - p1 + j * d1;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            double v = x[(pl * h + iy) * w + ix];
+            acc = is_max ? std::max(acc, v) : acc + v;
+          }
+        y.push_back(is_max ? acc : acc / static_cast<double>(k0 * k1));
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("layer_norm: hand values and the formula") {
+  // mean 2.5, biased var 1.25
+  Tensor x = tensor({1.f, 2.f, 3.f, 4.f});
+  Tensor y = layer_norm(x, {4});
+  double inv = 1.0 / std::sqrt(1.25 + 1e-5);
+  check_close(y, {-1.5 * inv, -0.5 * inv, 0.5 * inv, 1.5 * inv});
+  Tensor yw = layer_norm(x, {4}, tensor({1.f, 2.f, 1.f, 1.f}), tensor({0.f, 0.f, 1.f, 0.f}));
+  check_close(yw, {-1.5 * inv, -1.0 * inv, 0.5 * inv + 1, 1.5 * inv});
+
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor a = seq({4, 2, 3}, dt).transpose(0, 1);  // [2, 4, 3], non-contiguous
+    Tensor w = seq({4, 3}, dt, 0.9), b = seq({4, 3}, dt, 1.3);
+    double eps = 1e-3;
+    Tensor out = layer_norm(a, {4, 3}, w, b, eps);
+    CHECK(out.shape() == Shape{2, 4, 3});
+    CHECK(out.dtype() == dt);
+    auto av = a.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+    std::vector<double> ref;
+    for (int r = 0; r < 2; ++r) {
+      double m = 0, v = 0;
+      for (int i = 0; i < 12; ++i) m += av[r * 12 + i] / 12;
+      for (int i = 0; i < 12; ++i) v += (av[r * 12 + i] - m) * (av[r * 12 + i] - m) / 12;
+      for (int i = 0; i < 12; ++i)
+        ref.push_back((av[r * 12 + i] - m) / std::sqrt(v + eps) * wv[i] + bv[i]);
+    }
+    check_close(out, ref, dt == kFloat32 ? 1e-4 : 1e-12);
+  }
+  CHECK(layer_norm(ones({0, 4}), {4}).shape() == Shape{0, 4});
+}
+
+TEST_CASE("layer_norm errors") {
+  check_throws_mentioning<ValueError>([] { layer_norm(ones({2, 3}), {4}); }, "[layer_norm]");
+  check_throws_mentioning<ValueError>([] { layer_norm(ones({2, 3}), {4}); }, "[2, 3]");
+  CHECK_THROWS_AS(layer_norm(ones({3}), {2, 3}), ValueError);
+  CHECK_THROWS_AS(layer_norm(ones({2, 3}), {}), ValueError);
+  check_throws_mentioning<ValueError>([] { layer_norm(ones({2, 3}), {3}, ones({2})); }, "weight");
+  check_throws_mentioning<ValueError>([] { layer_norm(ones({2, 3}), {3}, {}, ones({4})); }, "bias");
+  check_throws_mentioning<TypeError>([] { layer_norm(ones({2, 3}, kInt64), {3}); }, "[layer_norm]");
+  CHECK_THROWS_AS(layer_norm(ones({2, 3}), {3}, ones({3}, kFloat64)), TypeError);
+}
+
+TEST_CASE("batch_norm training: batch stats and running stats updated in place") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    const int64_t n = 4, c = 3, h = 2, w = 2;
+    Tensor x = seq({n, c, h, w}, dt, 0.77);
+    Tensor rm = tensor<double>({0.5, -1.0, 2.0}).to(dt);
+    Tensor rv = tensor<double>({1.0, 2.0, 0.5}).to(dt);
+    Tensor wt = tensor<double>({1.0, 0.5, -2.0}).to(dt);
+    Tensor bs = tensor<double>({0.0, 1.0, 0.25}).to(dt);
+    const double mom = 0.2, eps = 1e-4;
+    Tensor y = batch_norm(x, rm, rv, wt, bs, true, mom, eps);
+    CHECK(y.shape() == x.shape());
+    CHECK(y.dtype() == dt);
+    auto xv = x.to_vector<double>();
+    std::vector<double> mean(c, 0), var(c, 0), ref(xv.size());
+    const double cnt = n * h * w;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t s = 0; s < h * w; ++s) mean[ch] += xv[(i * c + ch) * h * w + s] / cnt;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t s = 0; s < h * w; ++s) {
+          double d = xv[(i * c + ch) * h * w + s] - mean[ch];
+          var[ch] += d * d / cnt;
+        }
+    std::vector<double> wv{1.0, 0.5, -2.0}, bv{0.0, 1.0, 0.25};
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t s = 0; s < h * w; ++s) {
+          int64_t k = (i * c + ch) * h * w + s;
+          ref[k] = (xv[k] - mean[ch]) / std::sqrt(var[ch] + eps) * wv[ch] + bv[ch];
+        }
+    double tol = dt == kFloat32 ? 1e-4 : 1e-12;
+    check_close(y, ref, tol);
+    std::vector<double> rm0{0.5, -1.0, 2.0}, rv0{1.0, 2.0, 0.5}, rm_ref(c), rv_ref(c);
+    for (int64_t ch = 0; ch < c; ++ch) {
+      rm_ref[ch] = (1 - mom) * rm0[ch] + mom * mean[ch];
+      rv_ref[ch] = (1 - mom) * rv0[ch] + mom * var[ch] * cnt / (cnt - 1);  // unbiased
+    }
+    check_close(rm, rm_ref, tol);
+    check_close(rv, rv_ref, tol);
+  }
+}
+
+TEST_CASE("batch_norm: hand values, eval mode, 2-D input, strided running stats") {
+  // Channel 0 holds {1, 3}: mean 2, biased var 1, unbiased var 2.
+  Tensor x = tensor({1.f, 10.f, 3.f, 20.f}, {2, 2});
+  Tensor rm = zeros({2}), rv = ones({2});
+  Tensor y = batch_norm(x, rm, rv, {}, {}, true, 0.1, 0.0);
+  check_close(y, {-1.0, -1.0, 1.0, 1.0});
+  check_close(rm, {0.2, 1.5});
+  check_close(rv, {0.9 + 0.1 * 2.0, 0.9 + 0.1 * 50.0});
+
+  // Eval: (x - rm) / sqrt(rv + eps) * w + b, running stats untouched.
+  Tensor rme = tensor({1.f, -1.f}), rve = tensor({4.f, 0.25f});
+  Tensor ye = batch_norm(x, rme, rve, tensor({2.f, 1.f}), tensor({0.f, 1.f}), false, 0.1, 0.0);
+  check_close(ye, {0.0, 11.0 / 0.5 + 1, 2.0, 21.0 / 0.5 + 1});
+  CHECK(rme.to_vector<float>() == std::vector<float>{1.f, -1.f});
+
+  // Training without running stats is allowed.
+  check_close(batch_norm(x, {}, {}, {}, {}, true, 0.1, 0.0), {-1.0, -1.0, 1.0, 1.0});
+
+  // Running stats that are strided views: written through in place.
+  Tensor buf = zeros({2, 2});
+  Tensor rm_view = buf.select(1, 0);  // stride 2
+  Tensor rv_buf = ones({4});
+  Tensor rv_view = rv_buf.slice(0, 1, std::nullopt, 2);
+  batch_norm(x, rm_view, rv_view, {}, {}, true, 0.1, 0.0);
+  check_close(buf, {0.2, 0.0, 1.5, 0.0});
+  check_close(rv_buf, {1.0, 1.1, 1.0, 5.9});
+
+  // Non-contiguous input: channels-last storage.
+  Tensor xc = seq({2, 3, 3, 2}).permute({0, 3, 1, 2});  // [2, 2, 3, 3]
+  Tensor r1 = batch_norm(xc, {}, {}, {}, {}, true, 0.1, 1e-5);
+  Tensor r2 = batch_norm(xc.contiguous(), {}, {}, {}, {}, true, 0.1, 1e-5);
+  check_close(r1, r2.to_vector<double>(), 1e-12);
+  CHECK(batch_norm(ones({0, 3}), ones({3}), ones({3})).shape() == Shape{0, 3});
+}
+
+TEST_CASE("batch_norm errors") {
+  check_throws_mentioning<ValueError>([] { batch_norm(ones({3}), ones({3}), ones({3})); },
+                                      "[batch_norm]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        batch_norm(ones({2, 3}), ones({4}), ones({3}));
+      },
+      "running_mean");
+  CHECK_THROWS_AS(batch_norm(ones({2, 3}), ones({3}), ones({3}), ones({2})), ValueError);
+  CHECK_THROWS_AS(batch_norm(ones({2, 3}), {}, {}, {}, {}, false), ValueError);
+  CHECK_THROWS_AS(batch_norm(ones({1, 3}), {}, {}, {}, {}, true), ValueError);
+  CHECK_THROWS_AS(batch_norm(ones({2, 3}), ones({3}), {}, {}, {}, true), ValueError);
+  check_throws_mentioning<TypeError>(
+      [] {
+        batch_norm(ones({2, 3}, kInt64), ones({3}), ones({3}));
+      },
+      "[batch_norm]");
+}
+
+TEST_CASE("conv2d: hand values") {
+  // 3x3 ones with a 2x2 ones kernel: each output sums 4 ones.
+  Tensor y = conv2d(ones({1, 1, 3, 3}), ones({1, 1, 2, 2}));
+  CHECK(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(y.to_vector<float>() == std::vector<float>(4, 4.f));
+  // Padding 1: the corners see 1 one, the edges 2, the centre 4.
+  Tensor p = conv2d(ones({1, 1, 2, 2}), ones({1, 1, 2, 2}), tensor({0.5f}), {1, 1}, {1, 1});
+  CHECK(p.to_vector<float>() ==
+        std::vector<float>{1.5f, 2.5f, 1.5f, 2.5f, 4.5f, 2.5f, 1.5f, 2.5f, 1.5f});
+  // Unbatched [C, H, W] input gives [O, OH, OW].
+  Tensor u = conv2d(ones({1, 3, 3}), ones({2, 1, 2, 2}));
+  CHECK(u.shape() == Shape{2, 2, 2});
+}
+
+TEST_CASE("conv2d against a direct convolution loop") {
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, s0, s1, p0, p1, d0, d1, g;
+    bool bias;
+  };
+  const Case cases[] = {
+      {2, 3, 7, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},   // plain
+      {1, 2, 8, 9, 3, 3, 2, 2, 3, 1, 1, 1, 1, 1, false},  // stride, padding
+      {2, 2, 9, 9, 2, 3, 3, 1, 2, 2, 1, 2, 3, 1, true},   // dilation
+      {2, 4, 6, 5, 6, 3, 1, 1, 1, 1, 0, 1, 1, 2, true},   // groups
+      {1, 6, 5, 5, 6, 2, 2, 2, 1, 1, 1, 2, 1, 6, true},   // depthwise, mixed
+      {3, 4, 4, 4, 8, 1, 1, 1, 1, 0, 0, 1, 1, 4, false},  // 1x1 grouped
+  };
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (const Case& k : cases) {
+      Tensor x = seq({k.n, k.c, k.h, k.w}, dt, 0.31);
+      Tensor w = seq({k.o, k.c / k.g, k.kh, k.kw}, dt, 0.57);
+      Tensor b = k.bias ? seq({k.o}, dt, 1.1) : Tensor();
+      Tensor y = conv2d(x, w, b, {k.s0, k.s1}, {k.p0, k.p1}, {k.d0, k.d1}, k.g);
+      int64_t oh = 0, ow = 0;
+      auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(),
+                          k.bias ? b.to_vector<double>() : std::vector<double>{}, k.n, k.c, k.h,
+                          k.w, k.o, k.kh, k.kw, k.s0, k.s1, k.p0, k.p1, k.d0, k.d1, k.g, oh, ow);
+      CHECK(y.shape() == Shape{k.n, k.o, oh, ow});
+      CHECK(y.dtype() == dt);
+      check_close(y, ref, dt == kFloat32 ? 1e-4 : 1e-12);
+    }
+  }
+}
+
+TEST_CASE("conv2d with non-contiguous inputs, single-value params and empty batch") {
+  Tensor x = seq({2, 6, 5, 3}).permute({0, 3, 1, 2});           // [2, 3, 6, 5] channels-last
+  Tensor w = seq({3, 3, 2, 4}, kFloat64, 0.8).transpose(2, 3);  // [3, 3, 4, 2]
+  Tensor b = seq({6}).slice(0, 0, std::nullopt, 2);
+  Tensor y = conv2d(x, w, b, {2}, {1}, {1}, 1);
+  int64_t oh = 0, ow = 0;
+  auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>(), 2, 3, 6,
+                      5, 3, 4, 2, 2, 2, 1, 1, 1, 1, 1, oh, ow);
+  CHECK(y.shape() == Shape{2, 3, oh, ow});
+  check_close(y, ref, 1e-12);
+  Tensor e = conv2d(ones({0, 1, 3, 3}), ones({2, 1, 3, 3}));
+  CHECK(e.shape() == Shape{0, 2, 1, 1});
+}
+
+TEST_CASE("conv2d errors") {
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 2, 2}), ones({1, 1, 3, 3}));
+      },
+      "[conv2d]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 3, 4, 4}), ones({2, 2, 1, 1}));
+      },
+      "[1, 3, 4, 4]");
+  CHECK_THROWS_AS(conv2d(ones({1, 4, 4, 4}), ones({3, 2, 1, 1}), {}, {1}, {0}, {1}, 2),
+                  ValueError);  // out channels not divisible by groups
+  CHECK_THROWS_AS(conv2d(ones({1, 4, 4, 4}), ones({4, 4, 1, 1}), {}, {1}, {0}, {1}, 0), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({4, 4}), ones({1, 1, 1, 1})), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1})), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {0, 1}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {1}, {-1}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {1}, {0}, {0}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {1, 1, 1}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), ones({2})), ValueError);
+  check_throws_mentioning<TypeError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}, kInt64), ones({1, 1, 1, 1}, kInt64));
+      },
+      "[conv2d]");
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}, kFloat64)), TypeError);
+}
+
+TEST_CASE("max_pool2d and avg_pool2d: hand values") {
+  Tensor x = tensor({1.f, 2.f, 3.f, 4.f}, {1, 1, 2, 2});
+  CHECK(max_pool2d(x, {2}).to_vector<float>() == std::vector<float>{4.f});
+  CHECK(avg_pool2d(x, {2}).to_vector<float>() == std::vector<float>{2.5f});
+  // Padding 1, stride 1, 2x2 kernel on 2x2: count_include_pad divides by 4.
+  Tensor a = avg_pool2d(x, {2, 2}, {1, 1}, {1, 1});
+  CHECK(a.shape() == Shape{1, 1, 3, 3});
+  CHECK(a.to_vector<float>() ==
+        std::vector<float>{0.25f, 0.75f, 0.5f, 1.f, 2.5f, 1.5f, 0.75f, 1.75f, 1.f});
+  Tensor m = max_pool2d(tensor({-1.f, -2.f, -3.f, -4.f}, {1, 2, 2}), {2, 2}, {1, 1}, {1, 1});
+  CHECK(m.shape() == Shape{1, 3, 3});  // unbatched input; padding never wins over negatives
+  CHECK(m.to_vector<float>() ==
+        std::vector<float>{-1.f, -1.f, -2.f, -1.f, -1.f, -2.f, -3.f, -3.f, -4.f});
+}
+
+TEST_CASE("pooling against a direct loop") {
+  struct Case {
+    int64_t n, c, h, w, k0, k1, s0, s1, p0, p1, d0, d1;
+  };
+  const Case cases[] = {
+      {2, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1},
+      {1, 2, 7, 5, 3, 2, 2, 1, 1, 1, 1, 1},
+      {2, 1, 9, 8, 3, 3, 1, 2, 1, 0, 2, 3},
+      {1, 1, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1},
+  };
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (const Case& k : cases) {
+      Tensor x = seq({k.n, k.c, k.h, k.w}, dt, 0.43);
+      Tensor mx = max_pool2d(x, {k.k0, k.k1}, {k.s0, k.s1}, {k.p0, k.p1}, {k.d0, k.d1});
+      auto xv = x.to_vector<double>();
+      auto ref_max =
+          ref_pool(xv, k.n * k.c, k.h, k.w, k.k0, k.k1, k.s0, k.s1, k.p0, k.p1, k.d0, k.d1, true);
+      check_close(mx, ref_max, 1e-6);
+      CHECK(mx.dtype() == dt);
+      if (k.d0 == 1 && k.d1 == 1) {
+        Tensor av = avg_pool2d(x, {k.k0, k.k1}, {k.s0, k.s1}, {k.p0, k.p1});
+        auto ref_avg =
+            ref_pool(xv, k.n * k.c, k.h, k.w, k.k0, k.k1, k.s0, k.s1, k.p0, k.p1, 1, 1, false);
+        check_close(av, ref_avg, dt == kFloat32 ? 1e-5 : 1e-12);
+      }
+    }
+  }
+  // Stride defaults to the kernel; a non-contiguous input gives the same as its copy.
+  Tensor xt = seq({1, 2, 6, 4}).transpose(2, 3);
+  check_close(max_pool2d(xt, {2}), max_pool2d(xt.contiguous(), {2}, {2}).to_vector<double>(),
+              1e-12);
+  check_close(avg_pool2d(xt, {3, 2}), avg_pool2d(xt.contiguous(), {3, 2}).to_vector<double>(),
+              1e-12);
+  CHECK(max_pool2d(ones({0, 2, 4, 4}), {2}).shape() == Shape{0, 2, 2, 2});
+  // NaN propagates through max.
+  Tensor nanx = tensor({1.f, std::nanf(""), 3.f, 4.f}, {1, 1, 2, 2});
+  CHECK(std::isnan(max_pool2d(nanx, {2}).item<float>()));
+}
+
+TEST_CASE("pooling errors") {
+  check_throws_mentioning<ValueError>(
+      [] {
+        max_pool2d(ones({1, 1, 4, 4}), {2}, {}, {2});
+      },
+      "[max_pool2d]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        avg_pool2d(ones({1, 1, 4, 4}), {2}, {}, {2});
+      },
+      "[avg_pool2d]");
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 2, 2}), {3}), ValueError);
+  CHECK_THROWS_AS(avg_pool2d(ones({1, 1, 2, 2}), {3}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({2, 2}), {1}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {0}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {2}, {0}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {2}, {}, {0}, {0}), ValueError);
+  check_throws_mentioning<TypeError>(
+      [] {
+        max_pool2d(ones({1, 1, 4, 4}, kInt64), {2});
+      },
+      "[max_pool2d]");
+  CHECK_THROWS_AS(avg_pool2d(ones({1, 1, 4, 4}, kInt64), {2}), TypeError);
+}
+
+TEST_CASE("embedding") {
+  Tensor w = tensor({0.f, 1.f, 10.f, 11.f, 20.f, 21.f}, {3, 2});
+  Tensor idx = tensor<int64_t>({2, 0, 1, 2}, {2, 2});
+  Tensor e = embedding(idx, w);
+  CHECK(e.shape() == Shape{2, 2, 2});
+  CHECK(e.to_vector<float>() == std::vector<float>{20.f, 21.f, 0.f, 1.f, 10.f, 11.f, 20.f, 21.f});
+  // Transposed weight and a strided index; 0-d index; empty index; float64 weight.
+  Tensor wt = tensor<double>({0, 10, 20, 1, 11, 21}, {2, 3}).t();
+  Tensor si = tensor<int64_t>({1, 9, 0, 9}).slice(0, 0, std::nullopt, 2);
+  Tensor es = embedding(si, wt);
+  CHECK(es.dtype() == kFloat64);
+  CHECK(es.to_vector<double>() == std::vector<double>{10, 11, 0, 1});
+  Tensor e0 = embedding(tensor<int64_t>({1}, {}), w);
+  CHECK(e0.shape() == Shape{2});
+  CHECK(e0.to_vector<float>() == std::vector<float>{10.f, 11.f});
+  CHECK(embedding(tensor<int64_t>({}, {0}), w).shape() == Shape{0, 2});
+}
+
+TEST_CASE("embedding errors") {
+  Tensor w = ones({3, 2});
+  check_throws_mentioning<IndexError>([&] { embedding(tensor<int64_t>({0, 3}), w); }, "3");
+  check_throws_mentioning<IndexError>(
+      [&] {
+        embedding(tensor<int64_t>({0, 5}), w);
+      },
+      "[embedding] index 5");
+  CHECK_THROWS_AS(embedding(tensor<int64_t>({-1}), w), IndexError);
+  check_throws_mentioning<TypeError>([&] { embedding(tensor({0.f}), w); }, "[embedding]");
+  CHECK_THROWS_AS(embedding(tensor<int64_t>({0}), ones({3})), ValueError);
+}

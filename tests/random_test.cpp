@@ -1,0 +1,113 @@
+// Random ops outside vmap: determinism, streams, moments, bernoulli and dropout.
+#include <doctest/doctest.h>
+
+#include <cmath>
+
+#include "engine/engine.h"
+
+using namespace td;
+
+namespace {
+double mean_of(const std::vector<float>& v) {
+  double s = 0;
+  for (float x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+double std_of(const std::vector<float>& v) {
+  double m = mean_of(v), s = 0;
+  for (float x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+}  // namespace
+
+TEST_CASE("manual_seed makes draws reproducible; successive calls differ") {
+  manual_seed(123);
+  auto a = rand({50}).to_vector<float>();
+  auto b = rand({50}).to_vector<float>();
+  manual_seed(123);
+  auto a2 = rand({50}).to_vector<float>();
+  auto b2 = rand({50}).to_vector<float>();
+  CHECK(a == a2);
+  CHECK(b == b2);
+  CHECK(a != b);
+  manual_seed(124);
+  CHECK(rand({50}).to_vector<float>() != a);
+  manual_seed(123);
+  auto n1 = randn({20}).to_vector<float>();
+  manual_seed(123);
+  CHECK(randn({20}).to_vector<float>() == n1);
+}
+
+TEST_CASE("each random call takes one stream") {
+  manual_seed(5);
+  uint64_t s0 = rng_state().stream;
+  rand({3});
+  CHECK(rng_state().stream == s0 + 1);
+  randn({3}, kFloat64);
+  CHECK(rng_state().stream == s0 + 2);
+}
+
+TEST_CASE("uniform and normal moments over 10000 draws") {
+  manual_seed(7);
+  auto u = rand({10000}).to_vector<float>();
+  for (float x : u) {
+    CHECK(x >= 0.f);
+    CHECK(x < 1.f);
+  }
+  CHECK(mean_of(u) == doctest::Approx(0.5).epsilon(0.03));
+  CHECK(std_of(u) == doctest::Approx(std::sqrt(1.0 / 12)).epsilon(0.03));
+  auto n = randn({100, 100}).to_vector<float>();
+  CHECK(std::abs(mean_of(n)) < 0.05);
+  CHECK(std_of(n) == doctest::Approx(1.0).epsilon(0.03));
+  Tensor d = rand({4}, kFloat64);
+  CHECK(d.dtype() == kFloat64);
+  CHECK(rand_like(zeros({2, 3})).shape() == Shape{2, 3});
+  CHECK(randn_like(zeros({2}, kFloat64)).dtype() == kFloat64);
+  CHECK(rand({0, 3}).numel() == 0);
+}
+
+TEST_CASE("random dtype and size errors") {
+  CHECK_THROWS_AS(rand({2}, kInt64), TypeError);
+  CHECK_THROWS_AS(randn({2}, kBool), TypeError);
+  CHECK_THROWS_AS(rand({-1}), ValueError);
+  CHECK_THROWS_AS(bernoulli(tensor<int64_t>({1})), TypeError);
+}
+
+TEST_CASE("bernoulli") {
+  manual_seed(3);
+  Tensor p = full({10000}, 0.3);
+  Tensor b = bernoulli(p);
+  CHECK(b.dtype() == kFloat32);
+  auto v = b.to_vector<float>();
+  for (float x : v) CHECK((x == 0.f || x == 1.f));
+  CHECK(mean_of(v) == doctest::Approx(0.3).epsilon(0.05));
+  auto ones_ = bernoulli(ones({10})).to_vector<float>();
+  for (float x : ones_) CHECK(x == 1.f);
+  auto zs = bernoulli(zeros({10})).to_vector<float>();
+  for (float x : zs) CHECK(x == 0.f);
+}
+
+TEST_CASE("dropout") {
+  manual_seed(11);
+  Tensor x = full({10000}, 2.0);
+  Tensor y = dropout(x, 0.25, true);
+  auto v = y.to_vector<float>();
+  int kept = 0;
+  for (float e : v) {
+    CHECK((e == 0.f || e == doctest::Approx(2.0 / 0.75)));
+    kept += e != 0.f;
+  }
+  CHECK(kept / 10000.0 == doctest::Approx(0.75).epsilon(0.03));
+  // eval mode and p = 0 return the input itself and draw nothing
+  uint64_t s = rng_state().stream;
+  CHECK(dropout(x, 0.5, false).is_same(x));
+  CHECK(dropout(x, 0.0, true).is_same(x));
+  CHECK(rng_state().stream == s);
+  auto z = dropout(x, 1.0, true).to_vector<float>();
+  for (float e : z) CHECK(e == 0.f);
+  CHECK_THROWS_AS(dropout(x, 1.5), ValueError);
+  CHECK_THROWS_AS(dropout(x, -0.1, false), ValueError);
+  CHECK_THROWS_AS(dropout(tensor<int64_t>({1}), 0.5), TypeError);
+  manual_seed(11);
+  CHECK(dropout(x, 0.25, true).to_vector<float>() == v);
+}

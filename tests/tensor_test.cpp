@@ -1,0 +1,255 @@
+// Tensor basics: factories, views (shapes, strides, storage sharing), copies, data access and
+// printing, with their error paths.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <sstream>
+#include <string>
+
+#include "engine/engine.h"
+
+using namespace td;
+
+namespace {
+
+template <class E, class F>
+void check_throws_mentioning(F f, const std::string& op) {
+  try {
+    f();
+    FAIL("expected an exception");
+  } catch (const E& e) {
+    CHECK(std::string(e.what()).find("[" + op + "]") != std::string::npos);
+  }
+}
+
+std::string str(const Tensor& t) {
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+
+Tensor iota(const Shape& s) {
+  return arange(0, static_cast<double>(shape_numel(s)), 1, kFloat32).view(s);
+}
+
+}  // namespace
+
+TEST_CASE("factories") {
+  Tensor z = zeros({2, 3});
+  CHECK(z.shape() == Shape{2, 3});
+  CHECK(z.dtype() == kFloat32);
+  CHECK(z.to_vector<float>() == std::vector<float>(6, 0.f));
+  CHECK(ones({2}, kInt64).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+  CHECK(full({2}, 2.5, kFloat64).to_vector<double>() == std::vector<double>{2.5, 2.5});
+  CHECK(full({3}, 1, kBool).to_vector<bool>() == std::vector<bool>{true, true, true});
+  CHECK(empty({4, 0}).numel() == 0);
+  Tensor like = zeros({3}, kFloat64);
+  CHECK(ones_like(like).dtype() == kFloat64);
+  CHECK(zeros_like(like).to_vector<double>() == std::vector<double>{0, 0, 0});
+  CHECK(full_like(like, 7).to_vector<double>() == std::vector<double>{7, 7, 7});
+  CHECK(empty_like(like).shape() == Shape{3});
+  CHECK(arange(4).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(arange(4).dtype() == kInt64);
+  CHECK(arange(1, 2, 0.25, kFloat32).to_vector<float>() ==
+        std::vector<float>{1.f, 1.25f, 1.5f, 1.75f});
+  CHECK(arange(5, 0, -2).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 1});
+  CHECK(arange(0, 0).numel() == 0);
+  CHECK_THROWS_AS(arange(0, 5, 0), ValueError);
+  check_throws_mentioning<ValueError>([] { arange(0, 5, -1); }, "arange");
+  CHECK_THROWS_AS(zeros({-1}), ValueError);
+  Tensor t = tensor<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(t.dtype() == kInt64);
+  CHECK(t.shape() == Shape{2, 3});
+  CHECK(tensor<double>({1.0}).dtype() == kFloat64);
+  CHECK(tensor<bool>({true, false}).to_vector<bool>() == std::vector<bool>{true, false});
+  CHECK(tensor({1.f, 2.f}).dtype() == kFloat32);
+  CHECK_THROWS_AS(tensor<float>({1.f, 2.f, 3.f}, {2, 2}), ValueError);
+  check_throws_mentioning<ValueError>([] { tensor({1.f, 2.f}, {3}); }, "tensor");
+  Tensor s = scalar_tensor(3.5);
+  CHECK(s.dim() == 0);
+  CHECK(s.numel() == 1);
+  CHECK(s.item<float>() == 3.5f);
+  CHECK(scalar_tensor(2, kInt64).item<int64_t>() == 2);
+}
+
+TEST_CASE("view and reshape") {
+  Tensor x = iota({2, 3, 4});
+  Tensor v = x.view({6, 4});
+  CHECK(v.shape() == Shape{6, 4});
+  CHECK(v.shares_storage(x));
+  CHECK(x.view({-1}).shape() == Shape{24});
+  CHECK(x.view({4, -1}).shape() == Shape{4, 6});
+  CHECK_THROWS_AS(x.view({5, -1}), ValueError);
+  CHECK_THROWS_AS(x.view({-1, -1}), ValueError);
+  CHECK_THROWS_AS(x.view({7}), ValueError);
+  // a transposed tensor cannot be viewed flat, but can be reshaped (with a copy)
+  Tensor t = x.transpose(0, 2);  // [4, 3, 2]
+  CHECK_THROWS_AS(t.view({24}), RuntimeError);
+  check_throws_mentioning<RuntimeError>([&] { t.view({24}); }, "view");
+  Tensor r = t.reshape({24});
+  CHECK(!r.shares_storage(x));
+  auto rv = r.to_vector<float>();
+  for (int a = 0; a < 4; ++a)
+    for (int b = 0; b < 3; ++b)
+      for (int c = 0; c < 2; ++c)
+        CHECK(rv[a * 6 + b * 2 + c] == static_cast<float>(c * 12 + b * 4 + a));
+  // a reshape that a view can do does not copy
+  Tensor r2 = x.reshape({2, 12});
+  CHECK(r2.shares_storage(x));
+  CHECK(x.reshape({3, 8}).shares_storage(x));
+  // splitting a dim of a transposed tensor is still a view
+  Tensor t2 = iota({4, 6}).t();  // [6, 4]
+  CHECK(t2.reshape({2, 3, 4}).shares_storage(t2));
+}
+
+TEST_CASE("permute transpose t unsqueeze squeeze") {
+  Tensor x = iota({2, 3, 4});
+  Tensor p = x.permute({2, 0, 1});
+  CHECK(p.shape() == Shape{4, 2, 3});
+  CHECK(p.strides() == Strides{1, 12, 4});
+  CHECK(p.shares_storage(x));
+  CHECK(x.permute({-1, 0, 1}).shape() == Shape{4, 2, 3});
+  CHECK_THROWS_AS(x.permute({0, 1}), ValueError);
+  CHECK_THROWS_AS(x.permute({0, 0, 1}), ValueError);
+  CHECK_THROWS_AS(x.permute({0, 1, 3}), IndexError);
+  Tensor tr = x.transpose(0, -1);
+  CHECK(tr.shape() == Shape{4, 3, 2});
+  CHECK(tr.strides() == Strides{1, 4, 12});
+  CHECK_THROWS_AS(x.transpose(0, 3), IndexError);
+  Tensor m = iota({2, 3});
+  CHECK(m.t().shape() == Shape{3, 2});
+  CHECK(m.t().to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
+  Tensor u = m.unsqueeze(1);
+  CHECK(u.shape() == Shape{2, 1, 3});
+  CHECK(m.unsqueeze(-1).shape() == Shape{2, 3, 1});
+  CHECK(m.unsqueeze(2).shape() == Shape{2, 3, 1});
+  CHECK_THROWS_AS(m.unsqueeze(3), IndexError);
+  check_throws_mentioning<IndexError>([&] { m.unsqueeze(-4); }, "unsqueeze");
+  Tensor s = zeros({1, 2, 1});
+  CHECK(s.squeeze().shape() == Shape{2});
+  CHECK(s.squeeze(0).shape() == Shape{2, 1});
+  CHECK(s.squeeze(1).shape() == Shape{1, 2, 1});  // size 2: unchanged
+  CHECK(s.squeeze(-1).shape() == Shape{1, 2});
+  CHECK_THROWS_AS(s.squeeze(3), IndexError);
+}
+
+TEST_CASE("expand select slice narrow") {
+  Tensor c = tensor({1.f, 2.f, 3.f}).unsqueeze(0);  // [1, 3]
+  Tensor e = c.expand({4, 3});
+  CHECK(e.shape() == Shape{4, 3});
+  CHECK(e.strides()[0] == 0);
+  CHECK(e.shares_storage(c));
+  CHECK(e.to_vector<float>() == std::vector<float>{1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2, 3});
+  CHECK(c.expand({2, -1, 3}).shape() == Shape{2, 1, 3});
+  CHECK(c.expand({5, 2, 3}).shape() == Shape{5, 2, 3});
+  CHECK(!e.is_contiguous());
+  CHECK(e.contiguous().is_contiguous());
+  CHECK_THROWS_AS(c.expand({4, 2}), ValueError);
+  CHECK_THROWS_AS(c.expand({3}), ValueError);
+  check_throws_mentioning<ValueError>([&] { c.expand({4, 4}); }, "expand");
+
+  Tensor x = iota({3, 4});
+  CHECK(x.select(0, 1).to_vector<float>() == std::vector<float>{4, 5, 6, 7});
+  CHECK(x.select(1, -1).to_vector<float>() == std::vector<float>{3, 7, 11});
+  CHECK(x[2].to_vector<float>() == std::vector<float>{8, 9, 10, 11});
+  CHECK(x[1].shares_storage(x));
+  CHECK_THROWS_AS(x.select(0, 3), IndexError);
+  CHECK_THROWS_AS(x.select(0, -4), IndexError);
+  CHECK_THROWS_AS(x.select(2, 0), IndexError);
+  CHECK_THROWS_AS(scalar_tensor(1).select(0, 0), IndexError);
+
+  CHECK(x.slice(1, 1, 3).to_vector<float>() == std::vector<float>{1, 2, 5, 6, 9, 10});
+  CHECK(x.slice(1, std::nullopt, std::nullopt, 2).to_vector<float>() ==
+        std::vector<float>{0, 2, 4, 6, 8, 10});
+  CHECK(x.slice(1, -2).to_vector<float>() == std::vector<float>{2, 3, 6, 7, 10, 11});
+  CHECK(x.slice(0, 0, -1).shape() == Shape{2, 4});
+  CHECK(x.slice(0, 1, 100).shape() == Shape{2, 4});
+  CHECK(x.slice(0, 3, 1).shape() == Shape{0, 4});
+  CHECK(x.slice(1, 1, std::nullopt, 2).strides() == Strides{4, 2});
+  CHECK_THROWS_AS(x.slice(1, 0, 2, 0), ValueError);
+  CHECK_THROWS_AS(x.slice(1, 0, 2, -1), ValueError);
+  CHECK_THROWS_AS(x.slice(2), IndexError);
+
+  CHECK(x.narrow(0, 1, 2).to_vector<float>() == std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11});
+  CHECK(x.narrow(1, -2, 1).to_vector<float>() == std::vector<float>{2, 6, 10});
+  CHECK_THROWS_AS(x.narrow(0, 2, 2), IndexError);
+  CHECK_THROWS_AS(x.narrow(0, 0, -1), IndexError);
+}
+
+TEST_CASE("flatten unflatten") {
+  Tensor x = iota({2, 3, 4});
+  CHECK(x.flatten().shape() == Shape{24});
+  CHECK(x.flatten(1).shape() == Shape{2, 12});
+  CHECK(x.flatten(0, 1).shape() == Shape{6, 4});
+  CHECK(x.flatten().shares_storage(x));
+  CHECK(scalar_tensor(1).flatten().shape() == Shape{1});
+  CHECK_THROWS_AS(x.flatten(2, 1), ValueError);
+  CHECK_THROWS_AS(x.flatten(0, 3), IndexError);
+  Tensor f = x.transpose(0, 1).flatten();  // needs a copy
+  CHECK(f.to_vector<float>()[4] == 12.f);  // element [0][1][0] of the transposed = x[1][0][0]
+  CHECK(x.unflatten(2, {2, 2}).shape() == Shape{2, 3, 2, 2});
+  CHECK(x.unflatten(-1, {-1, 2}).shape() == Shape{2, 3, 2, 2});
+  CHECK_THROWS_AS(x.unflatten(2, {3, 2}), ValueError);
+  CHECK_THROWS_AS(x.unflatten(2, {}), ValueError);
+}
+
+TEST_CASE("contiguous clone to item to_vector") {
+  Tensor x = iota({2, 3});
+  CHECK(x.contiguous().is_same(x));
+  Tensor t = x.t();
+  CHECK(!t.is_contiguous());
+  Tensor tc = t.contiguous();
+  CHECK(tc.is_contiguous());
+  CHECK(!tc.shares_storage(x));
+  CHECK(tc.to_vector<float>() == std::vector<float>{0, 3, 1, 4, 2, 5});
+  Tensor cl = x.clone();
+  CHECK(!cl.shares_storage(x));
+  CHECK(cl.to_vector<float>() == x.to_vector<float>());
+  Tensor xi = x.to(kInt64);
+  CHECK(xi.dtype() == kInt64);
+  CHECK(xi.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(x.to_vector<int64_t>()[5] == 5);
+  CHECK(x[1][2].item<float>() == 5.f);
+  CHECK(x[1][2].item<int64_t>() == 5);
+  CHECK(x[1][2].item<double>() == 5.0);
+  CHECK_THROWS_AS(x.item<float>(), RuntimeError);
+  CHECK_THROWS_AS(x.data<double>(), TypeError);
+  CHECK(*x.data<float>() == 0.f);
+  CHECK(t.slice(0, 1).to_vector<float>() == std::vector<float>{1, 4, 2, 5});
+}
+
+TEST_CASE("printing like PyTorch") {
+  CHECK(str(tensor({1.f, 2.f, 3.f, 4.f}, {2, 2})) == "tensor([[1., 2.],\n        [3., 4.]])");
+  CHECK(str(tensor<double>({1.0, 2.0, 3.0, 4.0}, {2, 2})) ==
+        "tensor([[1., 2.],\n        [3., 4.]], dtype=td.float64)");
+  CHECK(str(scalar_tensor(3.5)) == "tensor(3.5000)");
+  CHECK(str(zeros({0, 3})) == "tensor([], size=(0, 3))");
+  CHECK(str(zeros({0})) == "tensor([])");
+  CHECK(str(tensor<int64_t>({1, 2})) == "tensor([1, 2])");
+  CHECK(str(scalar_tensor(2, kInt64)) == "tensor(2)");
+  CHECK(str(tensor<int64_t>({1, -100})) == "tensor([   1, -100])");
+  CHECK(str(tensor<int64_t>({9007199254740993})) == "tensor([9007199254740993])");
+  CHECK(str(tensor<bool>({true, false})) == "tensor([ True, False])");
+  CHECK(str(tensor({1e-5f, 1.f})) == "tensor([1.0000e-05, 1.0000e+00])");
+  CHECK(str(tensor({1.5f, 100000.f})) == "tensor([1.5000e+00, 1.0000e+05])");
+  CHECK(str(tensor({NAN, INFINITY, -1.5f})) == "tensor([    nan,     inf, -1.5000])");
+  CHECK(str(tensor({0.5f, -2.25f})) == "tensor([ 0.5000, -2.2500])");
+  CHECK(str(iota({2, 3}).t()) == "tensor([[0., 3.],\n        [1., 4.],\n        [2., 5.]])");
+  CHECK(str(iota({2, 1, 2})) == "tensor([[[0., 1.]],\n\n        [[2., 3.]]])");
+  // summarised above 1000 elements (golden text from PyTorch 1.13)
+  CHECK(str(iota({2, 1000})) ==
+        "tensor([[0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 9.9700e+02, 9.9800e+02,\n"
+        "         9.9900e+02],\n"
+        "        [1.0000e+03, 1.0010e+03, 1.0020e+03,  ..., 1.9970e+03, 1.9980e+03,\n"
+        "         1.9990e+03]])");
+  CHECK(str(Tensor()) == "tensor(undefined)");
+}
+
+TEST_CASE("printing a batched tensor") {
+  VmapLevelScope outer(2, Randomness::Error);
+  Tensor b = add_batch_tag(tensor({1.f, 2.f, 3.f, 4.f}, {2, 2}), outer.level(), 1);
+  CHECK(b.shape() == Shape{2});
+  std::string s = str(b);
+  CHECK(s == "BatchedTensor(lvl=" + std::to_string(outer.level()) +
+                 ", bdim=1, value=tensor([[1., 2.],\n        [3., 4.]]))");
+}

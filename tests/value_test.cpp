@@ -1,0 +1,121 @@
+// Value: kinds, checked accessors, Python-like printing, map_tensors / for_each_tensor.
+#include <doctest/doctest.h>
+
+#include <sstream>
+#include <string>
+
+#include "engine/engine.h"
+#include "modules/modules.h"
+
+using namespace td;
+
+namespace {
+std::string repr(const Value& v) {
+  std::ostringstream os;
+  os << v;
+  return os.str();
+}
+std::string message_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("value kinds and accessors") {
+  CHECK(Value().is_none());
+  CHECK(Value(nullptr).is_none());
+  CHECK(Value(true).kind() == Value::Kind::Bool);
+  CHECK(Value(3).kind() == Value::Kind::Int);
+  CHECK(Value(int64_t{3}).to_int() == 3);
+  CHECK(Value(2.5).to_double() == 2.5);
+  CHECK(Value(3).to_double() == 3.0);  // an int converts
+  CHECK(Value("abc").str() == "abc");
+  CHECK(Value(std::string("x")).kind() == Value::Kind::String);
+  Tensor t = zeros({2});
+  CHECK(Value(t).tensor().is_same(t));
+  CHECK(Value(TensorDict()).is_tensordict());
+  Value l = ValueList{1, 2.0, "s"};
+  CHECK(l.is_list());
+  CHECK(l.list().size() == 3);
+  CHECK(l[1].to_double() == 2.0);
+  Value d = ValueDict{{"a", 1}, {"b", "x"}};
+  CHECK(d.is_dict());
+  CHECK(d["b"].str() == "x");
+  CHECK(d.dict().keys() == std::vector<std::string>{"a", "b"});
+  CHECK(std::string(Value(1.5).kind_name()) == "float");
+}
+
+TEST_CASE("value checked accessors throw TypeError naming what is held") {
+  CHECK_THROWS_AS(Value(3).tensor(), TypeError);
+  CHECK(message_of([] { (void)Value(3).tensor(); }).find("int") != std::string::npos);
+  CHECK(message_of([] { (void)Value().tensor(); }).find("None") != std::string::npos);
+  CHECK_THROWS_AS(Value("s").to_int(), TypeError);
+  CHECK_THROWS_AS(Value(1).to_bool(), TypeError);
+  CHECK_THROWS_AS(Value(true).to_double(), TypeError);
+  CHECK_THROWS_AS(Value(1.0).str(), TypeError);
+  CHECK_THROWS_AS(Value(1).list(), TypeError);
+  CHECK_THROWS_AS(Value(1).dict(), TypeError);
+  CHECK_THROWS_AS(Value(1).tensordict(), TypeError);
+  Value l = ValueList{1};
+  CHECK_THROWS_AS(l[1], IndexError);
+  CHECK_THROWS_AS(l["k"], TypeError);
+  Value d = ValueDict{{"a", 1}};
+  CHECK_THROWS_AS(d["zz"], KeyError);
+  CHECK(message_of([&] { (void)d["zz"]; }).find("'zz'") != std::string::npos);
+  CHECK_THROWS_AS(d[0], TypeError);
+}
+
+TEST_CASE("value dict keeps insertion order and replaces in place") {
+  ValueDict d;
+  d.set("z", 1);
+  d.set("a", 2);
+  d.set("z", 3);
+  CHECK(d.keys() == std::vector<std::string>{"z", "a"});
+  CHECK(d.at("z").to_int() == 3);
+  d["new"];  // inserts None
+  CHECK(d.at("new").is_none());
+  CHECK(d.erase("a"));
+  CHECK_FALSE(d.erase("a"));
+  CHECK(d.size() == 2);
+  CHECK_THROWS_AS(d.at("a"), KeyError);
+}
+
+TEST_CASE("value printing follows Python reprs") {
+  CHECK(repr(Value()) == "None");
+  CHECK(repr(Value(true)) == "True");
+  CHECK(repr(Value(false)) == "False");
+  CHECK(repr(Value(3)) == "3");
+  CHECK(repr(Value(-7)) == "-7");
+  CHECK(repr(Value(2.5)) == "2.5");
+  CHECK(repr(Value(1.0)) == "1.0");
+  CHECK(repr(Value(0.1)) == "0.1");
+  CHECK(repr(Value(1e20)) == "1e+20");
+  CHECK(repr(Value("str")) == "'str'");
+  CHECK(repr(Value("it's")) == "\"it's\"");
+  CHECK(repr(Value(ValueList{1, "a", Value()})) == "[1, 'a', None]");
+  CHECK(repr(Value(ValueDict{{"k", 1}, {"j", ValueList{}}})) == "{'k': 1, 'j': []}");
+  std::string tr = repr(Value(zeros({2})));
+  CHECK(tr.find("tensor") != std::string::npos);
+}
+
+TEST_CASE("map_tensors and for_each_tensor visit every tensor leaf in order") {
+  Tensor a = zeros({2}), b = ones({3});
+  TensorDict td({{"w", full({4, 2}, 2.0)}}, {4});
+  Value v = ValueList{a, ValueDict{{"x", b}, {"n", 5}}, td};
+  std::vector<int64_t> sizes;
+  for_each_tensor(v, [&](const Tensor& t) { sizes.push_back(t.numel()); });
+  CHECK(sizes == std::vector<int64_t>{2, 3, 8});
+  Value m = map_tensors(v, [](const Tensor& t) { return add(t, 1.0); });
+  CHECK(m[0].tensor().to_vector<float>() == std::vector<float>{1, 1});
+  CHECK(m[1]["x"].tensor().to_vector<float>() == std::vector<float>{2, 2, 2});
+  CHECK(m[1]["n"].to_int() == 5);
+  CHECK(m[2].tensordict().batch_size() == Shape{4});
+  CHECK(m[2].tensordict().get("w").to_vector<float>() == std::vector<float>(8, 3.0f));
+  // A leaf that loses the batch dims drops the batch size.
+  Value s = map_tensors(Value(td), [](const Tensor& t) { return t.sum(); });
+  CHECK(s.tensordict().batch_size().empty());
+}

@@ -1,0 +1,163 @@
+// Randomness under vmap: Different draws are keyed by the set's global index (chunk-invariant),
+// Same draws are shared by every set, Error raises; each nested level has its own mode.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "engine/engine.h"
+#include "vmap/vmap.h"
+
+using namespace td;
+
+namespace {
+
+constexpr int64_t kB = 7;
+
+Tensor draw_per_set(Randomness r, std::optional<int64_t> chunk, uint64_t seed = 123) {
+  manual_seed(seed);
+  auto f = vmap([](Tensor x) { return add(x, rand({5})); }, {.randomness = r, .chunk_size = chunk});
+  return f(zeros({kB, 5}));
+}
+
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("vmap Different: set i's draws are bit-identical across chunk sizes") {
+  Tensor ref = draw_per_set(Randomness::Different, std::nullopt);
+  REQUIRE(ref.shape() == Shape{kB, 5});
+  for (int64_t c : std::initializer_list<int64_t>{1, 2, 3, kB, kB + 5}) {
+    INFO("chunk_size ", c);
+    CHECK(equal(draw_per_set(Randomness::Different, c), ref));
+  }
+  // sets differ pairwise
+  for (int64_t i = 0; i < kB; ++i)
+    for (int64_t j = 0; j < i; ++j) CHECK_FALSE(equal(ref.select(0, i), ref.select(0, j)));
+  // the documented key: stream 0 of the seed, set key combine_set_key(0, i)
+  for (int64_t i = 0; i < kB; ++i) {
+    std::vector<float> want(5);
+    philox_uniform(want.data(), 5, 123, 0, combine_set_key(0, static_cast<uint64_t>(i)));
+    auto got = ref.select(0, i).to_vector<float>();
+    for (int k = 0; k < 5; ++k) CHECK(got[k] == want[k]);
+  }
+}
+
+TEST_CASE("vmap Different: the RNG stream advances as for one chunk") {
+  manual_seed(5);
+  vmap([](Tensor x) { return add(x, randn({2})); },
+       {.randomness = Randomness::Different, .chunk_size = 2})(zeros({5, 2}));
+  CHECK(rng_state().stream == 1);
+  Tensor after = rand({3});
+  manual_seed(5);
+  rand({2});
+  CHECK(equal(after, rand({3})));
+}
+
+TEST_CASE("vmap Same: every set gets the same draws, with any chunk size") {
+  manual_seed(123);
+  Tensor unbatched = rand({5});
+  for (std::optional<int64_t> c : {std::optional<int64_t>(), std::optional<int64_t>(1),
+                                   std::optional<int64_t>(2), std::optional<int64_t>(3)}) {
+    Tensor r = draw_per_set(Randomness::Same, c);
+    for (int64_t i = 0; i < kB; ++i) CHECK(equal(r.select(0, i), unbatched));
+  }
+}
+
+TEST_CASE("vmap Error: a random op raises, dropout in eval mode does not") {
+  auto f = vmap([](Tensor x) { return add(x, randn({2})); });
+  CHECK_THROWS_AS(f(zeros({3, 2})), RuntimeError);
+  std::string msg = message_of([&] { f(zeros({3, 2})); });
+  CHECK(msg.find("[randn]") != std::string::npos);
+  CHECK(msg.find("randomness='error'") != std::string::npos);
+  auto drop_train = vmap([](Tensor x) { return dropout(x, 0.5, true); });
+  CHECK_THROWS_AS(drop_train(ones({3, 4})), RuntimeError);
+  auto drop_eval = vmap([](Tensor x) { return dropout(x, 0.5, false); });
+  Tensor x = rand({3, 4});
+  CHECK(equal(drop_eval(x), x));
+}
+
+TEST_CASE("vmap dropout and bernoulli: Same shares the mask, Different does not") {
+  Tensor x = ones({4, 50});
+  for (std::optional<int64_t> c : {std::optional<int64_t>(), std::optional<int64_t>(3)}) {
+    manual_seed(9);
+    Tensor same = vmap([](Tensor t) { return dropout(t, 0.5, true); },
+                       {.randomness = Randomness::Same, .chunk_size = c})(x);
+    for (int64_t i = 1; i < 4; ++i) CHECK(equal(same.select(0, i), same.select(0, 0)));
+    // kept values are scaled by 1 / (1 - p)
+    for (double v : same.to_vector<double>()) CHECK((v == 0.0 || v == 2.0));
+  }
+  manual_seed(9);
+  Tensor d1 = vmap([](Tensor t) { return dropout(t, 0.5, true); },
+                   {.randomness = Randomness::Different})(x);
+  manual_seed(9);
+  Tensor d2 = vmap([](Tensor t) { return dropout(t, 0.5, true); },
+                   {.randomness = Randomness::Different, .chunk_size = 1})(x);
+  CHECK(equal(d1, d2));
+  for (int64_t i = 1; i < 4; ++i) CHECK_FALSE(equal(d1.select(0, i), d1.select(0, 0)));
+  manual_seed(9);
+  Tensor b = vmap([](Tensor p) { return bernoulli(p); },
+                  {.randomness = Randomness::Different})(full({4, 50}, 0.5));
+  for (double v : b.to_vector<double>()) CHECK((v == 0.0 || v == 1.0));
+  CHECK_FALSE(equal(b.select(0, 1), b.select(0, 0)));
+}
+
+TEST_CASE("vmap nested randomness: each level applies its own mode") {
+  constexpr int64_t b1 = 3, b2 = 4;
+  auto nested = [](Randomness outer, Randomness inner, std::optional<int64_t> chunk = {}) {
+    manual_seed(77);
+    auto in = vmap([](Tensor x) { return add(x, rand({6})); }, {.randomness = inner});
+    return vmap(in, {.randomness = outer, .chunk_size = chunk})(zeros({b1, b2, 6}));
+  };
+  SUBCASE("outer Same, inner Different: varies along the inner dim only") {
+    Tensor r = nested(Randomness::Same, Randomness::Different);
+    REQUIRE(r.shape() == Shape{b1, b2, 6});
+    for (int64_t i = 0; i < b1; ++i)
+      for (int64_t j = 0; j < b2; ++j)
+        CHECK(equal(r.select(0, i).select(0, j), r.select(0, 0).select(0, j)));
+    CHECK_FALSE(equal(r.select(0, 0).select(0, 1), r.select(0, 0).select(0, 0)));
+  }
+  SUBCASE("outer Different, inner Same: varies along the outer dim only") {
+    Tensor r = nested(Randomness::Different, Randomness::Same);
+    for (int64_t i = 0; i < b1; ++i)
+      for (int64_t j = 0; j < b2; ++j)
+        CHECK(equal(r.select(0, i).select(0, j), r.select(0, i).select(0, 0)));
+    CHECK_FALSE(equal(r.select(0, 1).select(0, 0), r.select(0, 0).select(0, 0)));
+  }
+  SUBCASE("both Different: all distinct, chunk-invariant, keyed by both indices") {
+    Tensor r = nested(Randomness::Different, Randomness::Different);
+    for (int64_t a = 0; a < b1 * b2; ++a)
+      for (int64_t c = 0; c < a; ++c)
+        CHECK_FALSE(
+            equal(r.select(0, a / b2).select(0, a % b2), r.select(0, c / b2).select(0, c % b2)));
+    CHECK(equal(nested(Randomness::Different, Randomness::Different, 1), r));
+    CHECK(equal(nested(Randomness::Different, Randomness::Different, 2), r));
+    for (int64_t i = 0; i < b1; ++i)
+      for (int64_t j = 0; j < b2; ++j) {
+        std::vector<float> want(6);
+        uint64_t key = combine_set_key(combine_set_key(0, i), j);
+        philox_uniform(want.data(), 6, 77, 0, key);
+        auto got = r.select(0, i).select(0, j).to_vector<float>();
+        for (int k = 0; k < 6; ++k) CHECK(got[k] == want[k]);
+      }
+  }
+  SUBCASE("outer Error raises even when the inner level allows randomness") {
+    CHECK_THROWS_AS(nested(Randomness::Error, Randomness::Different), RuntimeError);
+  }
+  SUBCASE("a random op whose input is batched only at the outer level still varies inner") {
+    manual_seed(3);
+    auto in = vmap([](Tensor p, Tensor x) { return add(bernoulli(p), mul(x, 0.0)); },
+                   {.in_dims = {std::nullopt, 0}, .randomness = Randomness::Different});
+    auto out = vmap(in, {.in_dims = {0, std::nullopt}, .randomness = Randomness::Different});
+    Tensor r = out(full({b1, 40}, 0.5), zeros({b2}));
+    REQUIRE(r.shape() == Shape{b1, b2, 40});
+    CHECK_FALSE(equal(r.select(0, 0).select(0, 1), r.select(0, 0).select(0, 0)));
+    CHECK_FALSE(equal(r.select(0, 1).select(0, 0), r.select(0, 0).select(0, 0)));
+  }
+}

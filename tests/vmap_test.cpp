@@ -1,0 +1,478 @@
+// The vmap transform: API, in/out dims, TensorDict/Value arguments, chunking, errors, in-place
+// semantics, the fallback, and the kernel-count proof that ensemble linear is one GEMM.
+#include "vmap/vmap.h"
+
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <iostream>
+#include <sstream>
+#include <string>
+
+#include "engine/engine.h"
+#include "modules/tensordict.h"
+#include "modules/value.h"
+
+using namespace td;
+
+namespace {
+
+std::string message_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+// element (indices) of a contiguous copy
+double at(const Tensor& t, std::initializer_list<int64_t> idx) {
+  Tensor c = t.contiguous().to(kFloat64);
+  auto v = c.to_vector<double>();
+  int64_t off = 0, k = 0;
+  for (int64_t i : idx) off = off * t.size(k++) + i;
+  return v[off];
+}
+
+}  // namespace
+
+TEST_CASE("vmap: the bmm and nested dot examples") {
+  manual_seed(1);
+  auto bmm = vmap([](Tensor a, Tensor b) { return matmul(a, b); }, {.in_dims = {0, std::nullopt}});
+  Tensor a = randn({5, 3, 4}), b = randn({4, 2});
+  Tensor c = bmm(a, b);
+  REQUIRE(c.shape() == Shape{5, 3, 2});
+  auto av = a.to_vector<float>(), bv = b.to_vector<float>(), cv = c.to_vector<float>();
+  for (int n = 0; n < 5; ++n)
+    for (int i = 0; i < 3; ++i)
+      for (int j = 0; j < 2; ++j) {
+        double s = 0;
+        for (int k = 0; k < 4; ++k) s += double(av[n * 12 + i * 4 + k]) * bv[k * 2 + j];
+        CHECK(cv[n * 6 + i * 2 + j] == doctest::Approx(s).epsilon(1e-5));
+      }
+  auto dot = vmap(vmap([](Tensor u, Tensor v) { return (u * v).sum(); }));
+  Tensor u = randn({6, 5, 3}), v = randn({6, 5, 3});
+  Tensor d = dot(u, v);
+  REQUIRE(d.shape() == Shape{6, 5});
+  auto uv = u.to_vector<float>(), vv = v.to_vector<float>(), dv = d.to_vector<float>();
+  for (int i = 0; i < 30; ++i) {
+    double s = 0;
+    for (int k = 0; k < 3; ++k) s += double(uv[i * 3 + k]) * vv[i * 3 + k];
+    CHECK(dv[i] == doctest::Approx(s).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("vmap: the function sees per-set shapes") {
+  Shape seen;
+  auto f = vmap(
+      [&](Tensor x) {
+        seen = x.shape();
+        CHECK(x.dim() == 2);
+        return x;
+      },
+      {.in_dims = {1}});
+  Tensor y = f(zeros({2, 7, 3}));
+  CHECK(seen == Shape{2, 3});
+  CHECK(y.shape() == Shape{7, 2, 3});
+}
+
+TEST_CASE("vmap: negative in_dims and out_dims") {
+  Tensor x = arange(12).view({3, 4}).to(kFloat32);  // map over dim -1 (size 4)
+  Tensor y = vmap([](Tensor t) { return mul(t, 2.0); }, {.in_dims = {-1}, .out_dims = {-1}})(x);
+  REQUIRE(y.shape() == Shape{3, 4});
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 4; ++j) CHECK(at(y, {i, j}) == 2.0 * (i * 4 + j));
+  Tensor z = vmap([](Tensor t) { return t.sum(); }, {.in_dims = {-1}})(x);  // [4]
+  REQUIRE(z.shape() == Shape{4});
+  for (int j = 0; j < 4; ++j) CHECK(at(z, {j}) == (0 + j) + (4 + j) + (8 + j));
+}
+
+TEST_CASE("vmap: out_dims per output, None for unbatched outputs, unbatched outputs expand") {
+  Tensor x = arange(6).view({2, 3}).to(kFloat32), s = full({2}, 5.0);
+  auto f = vmap([](Tensor t, Tensor u) { return std::make_tuple(mul(t, 10.0), u, ones({2})); },
+                {.in_dims = {0, std::nullopt}, .out_dims = {1, std::nullopt, 0}});
+  auto [a, b, c] = f(x, s);
+  REQUIRE(a.shape() == Shape{3, 2});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(at(a, {j, i}) == 10.0 * (i * 3 + j));
+  CHECK(b.is_same(s));
+  REQUIRE(c.shape() == Shape{2, 2});
+  for (double v : c.to_vector<double>()) CHECK(v == 1.0);
+  // out_dims None on a batched output
+  auto g = vmap([](Tensor t) { return t; }, {.out_dims = {std::nullopt}});
+  CHECK_THROWS_AS(g(x), ValueError);
+  CHECK(contains(message_of([&] { g(x); }), "out_dims is None"));
+  auto h = vmap([](Tensor t) { return t; }, {.out_dims = {3}});
+  CHECK_THROWS_AS(h(x), IndexError);
+  auto k = vmap([](Tensor t) { return std::make_tuple(t, t); }, {.out_dims = {0, 0, 0}});
+  CHECK_THROWS_AS(k(x), ValueError);
+  // std::vector outputs
+  auto l = vmap([](Tensor t) { return std::vector<Tensor>{t, neg(t)}; });
+  auto outs = l(x);
+  REQUIRE(outs.size() == 2);
+  CHECK(at(outs[1], {1, 2}) == -5.0);
+}
+
+TEST_CASE("vmap: TensorDict and Value arguments") {
+  Tensor a = arange(12).view({4, 3}).to(kFloat32);
+  Tensor c = ones({4, 2, 2});
+  TensorDict td({{"a", a}}, {4});
+  td.set("b.c", c);
+  Shape inner_bs{9};
+  auto f = vmap([&](TensorDict t) {
+    inner_bs = t.batch_size();
+    CHECK(t.get("a").shape() == Shape{3});
+    CHECK(t.get("b.c").shape() == Shape{2, 2});
+    return add(t.get("a").sum(), t.get("b.c").sum());
+  });
+  Tensor r = f(td);
+  CHECK(inner_bs == Shape{});
+  REQUIRE(r.shape() == Shape{4});
+  for (int i = 0; i < 4; ++i) CHECK(at(r, {i}) == (3 * i) + (3 * i + 1) + (3 * i + 2) + 4);
+  // in_dim indexes the batch dims of a TensorDict with two of them
+  TensorDict td2({{"w", arange(24).view({2, 4, 3}).to(kFloat32)}}, {2, 4});
+  auto g = vmap(
+      [&](TensorDict t) {
+        inner_bs = t.batch_size();
+        return t.get("w").sum({-1});
+      },
+      {.in_dims = {1}});
+  Tensor r2 = g(td2);
+  CHECK(inner_bs == Shape{2});
+  REQUIRE(r2.shape() == Shape{4, 2});
+  CHECK(at(r2, {1, 1}) == (15 + 16 + 17));
+  // TensorDict output gets the batch dim
+  auto h = vmap([](Tensor x) { return TensorDict({{"y", mul(x, 2.0)}}); });
+  TensorDict out = h(a);
+  CHECK(out.batch_size() == Shape{4});
+  CHECK(at(out.get("y"), {3, 2}) == 22.0);
+  // Value list / dict arguments: each leaf mapped at the in_dim
+  auto m = vmap([](Value v) { return add(v[0].tensor(), v[1].tensor()); });
+  Tensor mv = m(Value(ValueList{Value(a), Value(mul(a, 2.0))}));
+  CHECK(at(mv, {2, 1}) == 3.0 * 7);
+  auto n = vmap([](Value v) { return v["x"].tensor().sum(); });
+  Tensor nv = n(Value(ValueDict{{"x", Value(a)}, {"note", Value("text")}}));
+  REQUIRE(nv.shape() == Shape{4});
+  CHECK(at(nv, {0}) == 3.0);
+}
+
+TEST_CASE("vmap: a batch of size 0 gives empty outputs of the right shape") {
+  Tensor x = zeros({0, 4, 3});
+  Tensor w = ones({5, 3});
+  for (std::optional<int64_t> c : {std::optional<int64_t>(), std::optional<int64_t>(2)}) {
+    auto f = vmap([&](Tensor t) { return softmax(linear(t, w), -1).sum({0}); }, {.chunk_size = c});
+    Tensor y = f(x);
+    CHECK(y.shape() == Shape{0, 5});
+  }
+  auto g = vmap([](Tensor t, Tensor wt) { return linear(t, wt); }, {.in_dims = {std::nullopt, 0}});
+  CHECK(g(ones({4, 3}), zeros({0, 5, 3})).shape() == Shape{0, 4, 5});
+}
+
+TEST_CASE("vmap: any chunk_size gives the same result as none") {
+  manual_seed(4);
+  Tensor x = randn({7, 4, 3}), w = randn({5, 3});
+  auto make = [&](std::optional<int64_t> c) {
+    return vmap([&](Tensor t) { return softmax(linear(relu(t), w), -1).mean({0}); },
+                {.chunk_size = c})(x);
+  };
+  Tensor ref = make(std::nullopt);
+  for (int64_t c : std::initializer_list<int64_t>{1, 2, 3, 6, 7, 12})
+    CHECK(allclose(make(c), ref, 1e-6, 1e-7));
+  CHECK_THROWS_AS(make(0), ValueError);
+  CHECK_THROWS_AS(make(-2), ValueError);
+  CHECK(contains(message_of([&] { make(0); }), "chunk_size"));
+}
+
+TEST_CASE("vmap: input errors name the arguments and shapes") {
+  Tensor x = zeros({3, 2}), y = zeros({4, 2});
+  auto id2 = [](Tensor a, Tensor b) { return add(a, b); };
+  // in_dims structure
+  CHECK_THROWS_AS(vmap(id2, {.in_dims = {0}})(x, x), ValueError);
+  CHECK(contains(message_of([&] { vmap(id2, {.in_dims = {0}})(x, x); }),
+                 "in_dims is not compatible"));
+  // in_dim out of range
+  CHECK_THROWS_AS(vmap(id2, {.in_dims = {0, 2}})(x, x), IndexError);
+  std::string m = message_of([&] { vmap(id2, {.in_dims = {0, -3}})(x, x); });
+  CHECK(contains(m, "-ndim <= in_dim < ndim"));
+  CHECK(contains(m, "[3, 2]"));
+  CHECK(contains(m, "argument 1"));
+  // mismatched batch sizes
+  CHECK_THROWS_AS(vmap(id2)(x, y), ValueError);
+  m = message_of([&] { vmap(id2)(x, y); });
+  CHECK(contains(m, "3 (argument 0)"));
+  CHECK(contains(m, "4 (argument 1)"));
+  // nothing batched
+  CHECK_THROWS_AS(vmap(id2, {.in_dims = {std::nullopt, std::nullopt}})(x, x), ValueError);
+  CHECK(contains(message_of([&] {
+                   vmap(id2, {.in_dims = {std::nullopt, std::nullopt}})(x, x);
+                 }),
+                 "at least one input must be batched"));
+}
+
+TEST_CASE("vmap: in-place semantics") {
+  Tensor x = arange(6).view({2, 3}).to(kFloat32);
+  // batched into batched writes each set's slice (through a layout with the batch dim last)
+  Tensor buf = zeros({3, 2});
+  vmap(
+      [](Tensor b, Tensor t) {
+        add_(b, t);
+        return b;
+      },
+      {.in_dims = {1, 0}})(buf, x);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) CHECK(at(buf, {j, i}) == i * 3 + j);
+  // an unbatched value into a batched tensor broadcasts over the sets
+  Tensor buf2 = zeros({2, 3});
+  vmap(
+      [](Tensor b, Tensor t) {
+        copy_(b, t);
+        return b;
+      },
+      {.in_dims = {0, std::nullopt}})(buf2, tensor({1.f, 2.f, 3.f}));
+  CHECK(at(buf2, {1, 2}) == 3.0);
+  // a batched value into an unbatched tensor
+  Tensor dst = zeros({3});
+  auto bad = vmap([&](Tensor t) {
+    copy_(dst, t);
+    return t;
+  });
+  CHECK_THROWS_AS(bad(x), RuntimeError);
+  std::string m = message_of([&] { bad(x); });
+  CHECK(contains(m, "[copy_]"));
+  CHECK(contains(m, "per-set shape [3]"));
+  CHECK(contains(m, "unbatched"));
+  CHECK(at(dst, {0}) == 0.0);
+}
+
+TEST_CASE("vmap: batch_norm running statistics") {
+  manual_seed(2);
+  constexpr int64_t b = 3;
+  Tensor x = randn({b, 8, 4});
+  SUBCASE("unbatched running stats with a batched input in training raise") {
+    Tensor rm = zeros({4}), rv = ones({4});
+    auto f = vmap([&](Tensor t) { return batch_norm(t, rm, rv, {}, {}, true); });
+    CHECK_THROWS_AS(f(x), RuntimeError);
+    std::string m = message_of([&] { f(x); });
+    CHECK(contains(m, "batch_norm"));
+    CHECK(contains(m, "running_mean"));
+    CHECK(contains(m, "track_running_stats"));
+    // eval mode works with any combination
+    Tensor y = vmap([&](Tensor t) { return batch_norm(t, rm, rv, {}, {}, false); })(x);
+    CHECK(y.shape() == Shape{b, 8, 4});
+  }
+  SUBCASE("stacked running stats are updated per set, as each set alone would") {
+    Tensor rm = zeros({b, 4}), rv = ones({b, 4});
+    Tensor y = vmap([](Tensor t, Tensor m, Tensor v) {
+      return batch_norm(t, m, v, {}, {}, true, 0.1);
+    })(x, rm, rv);
+    for (int64_t i = 0; i < b; ++i) {
+      Tensor m1 = zeros({4}), v1 = ones({4});
+      Tensor yi = batch_norm(x.select(0, i), m1, v1, {}, {}, true, 0.1);
+      CHECK(allclose(y.select(0, i), yi, 1e-5, 1e-6));
+      CHECK(allclose(rm.select(0, i), m1, 1e-6, 1e-7));
+      CHECK(allclose(rv.select(0, i), v1, 1e-6, 1e-7));
+      // independent check of the mean update: 0.9 * 0 + 0.1 * mean over N
+      auto xv = x.select(0, i).contiguous().to_vector<float>();
+      double s = 0;
+      for (int n = 0; n < 8; ++n) s += xv[n * 4 + 2];
+      CHECK(at(rm, {i, 2}) == doctest::Approx(0.1 * s / 8).epsilon(1e-5));
+    }
+  }
+  SUBCASE("stacked running stats with the batch dim last are written back") {
+    Tensor rm = zeros({4, b}), rv = ones({4, b});
+    vmap([](Tensor t, Tensor m, Tensor v) { return batch_norm(t, m, v, {}, {}, true, 0.1); },
+         {.in_dims = {0, 1, 1}})(x, rm, rv);
+    for (int64_t i = 0; i < b; ++i) {
+      Tensor m1 = zeros({4}), v1 = ones({4});
+      batch_norm(x.select(0, i), m1, v1, {}, {}, true, 0.1);
+      CHECK(allclose(rm.select(1, i), m1, 1e-6, 1e-7));
+      CHECK(allclose(rv.select(1, i), v1, 1e-6, 1e-7));
+    }
+  }
+}
+
+TEST_CASE("vmap: data access on a batched tensor raises") {
+  auto f = vmap([](Tensor t) {
+    (void)t.sum().item<float>();
+    return t;
+  });
+  CHECK_THROWS_AS(f(zeros({3, 2})), RuntimeError);
+  CHECK(contains(message_of([&] { f(zeros({3, 2})); }), "item"));
+}
+
+TEST_CASE("vmap: embedding with stacked tables rejects out-of-range indices") {
+  Tensor w = ones({2, 5, 3});
+  auto f = vmap([](Tensor i, Tensor t) { return embedding(i, t); }, {.in_dims = {std::nullopt, 0}});
+  Tensor idx = tensor<int64_t>({0, 4});
+  CHECK(f(idx, w).shape() == Shape{2, 2, 3});
+  CHECK_THROWS_AS(f(tensor<int64_t>({5}), w), IndexError);
+}
+
+namespace {
+std::vector<Tensor> my_double_impl(std::span<const Tensor> in, const OpAttrs&) {
+  return {mul(in[0], 2.0)};
+}
+}  // namespace
+
+TEST_CASE("vmap: an op without a rule runs per set with a warning, or raises when disabled") {
+  OpId op = register_op("vmap_test_double", &my_double_impl);
+  bool no_rule = batch_rule(op) == nullptr;
+  CHECK(no_rule);
+  Tensor x = arange(6).view({3, 2}).to(kFloat32);
+  std::ostringstream captured;
+  auto* old = std::cerr.rdbuf(captured.rdbuf());
+  Tensor y;
+  try {
+    y = vmap([&](Tensor t) { return call_op1(op, {t}); })(x);
+  } catch (...) {
+    std::cerr.rdbuf(old);
+    throw;
+  }
+  std::cerr.rdbuf(old);
+  CHECK(contains(captured.str(), "vmap_test_double"));
+  for (int i = 0; i < 3; ++i)
+    for (int j = 0; j < 2; ++j) CHECK(at(y, {i, j}) == 2.0 * (i * 2 + j));
+  CHECK(fallback_count(op) >= 1);
+  set_vmap_fallback_enabled(false);
+  std::string m = message_of([&] { vmap([&](Tensor t) { return call_op1(op, {t}); })(x); });
+  set_vmap_fallback_enabled(true);
+  CHECK(contains(m, "vmap_test_double"));
+  set_vmap_fallback_enabled(false);
+  CHECK_THROWS_AS(vmap([&](Tensor t) { return call_op1(op, {t}); })(x), RuntimeError);
+  set_vmap_fallback_enabled(true);
+}
+
+TEST_CASE("vmap: ensemble linear over 64 stacked weights is as many GEMMs as one linear") {
+  manual_seed(11);
+  constexpr int64_t b = 64, n = 10, in = 3, out = 4;
+  Tensor x = randn({n, in}), w = randn({b, out, in}), bias = randn({b, out});
+  reset_kernel_counts();
+  Tensor single = linear(x, w.select(0, 0), bias.select(0, 0));
+  int64_t gemm_one = kernel_count(KernelKind::Gemm);
+  int64_t copy_one = kernel_count(KernelKind::Copy);
+  reset_kernel_counts();
+  auto ens = vmap([](Tensor xx, Tensor ww, Tensor bb) { return linear(xx, ww, bb); },
+                  {.in_dims = {std::nullopt, 0, 0}});
+  Tensor y = ens(x, w, bias);
+  CHECK(gemm_one >= 1);
+  CHECK(kernel_count(KernelKind::Gemm) == gemm_one);
+  CHECK(kernel_count(KernelKind::Copy) == copy_one);  // no copy of the stacked weights
+  REQUIRE(y.shape() == Shape{b, n, out});
+  CHECK(allclose(y.select(0, 0), single, 1e-5, 1e-6));
+  // naive check of one set
+  auto xv = x.to_vector<float>(), wv = w.to_vector<float>(), bv = bias.to_vector<float>();
+  for (int64_t s : {int64_t{5}, int64_t{63}})
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t o = 0; o < out; ++o) {
+        double acc = bv[s * out + o];
+        for (int64_t k = 0; k < in; ++k) acc += double(xv[i * in + k]) * wv[(s * out + o) * in + k];
+        CHECK(at(y, {s, i, o}) == doctest::Approx(acc).epsilon(1e-5));
+      }
+  // per-set inputs and stacked weights: a batched GEMM (one launch)
+  reset_kernel_counts();
+  Tensor xs = randn({b, n, in});
+  Tensor y2 = vmap([](Tensor xx, Tensor ww, Tensor bb) { return linear(xx, ww, bb); })(xs, w, bias);
+  CHECK(kernel_count(KernelKind::Gemm) == 1);
+  for (int64_t s : {int64_t{0}, int64_t{33}})
+    CHECK(allclose(y2.select(0, s), linear(xs.select(0, s), w.select(0, s), bias.select(0, s)),
+                   1e-5, 1e-6));
+}
+
+TEST_CASE("vmap: view ops stay views of the input") {
+  Tensor x = arange(24).view({4, 2, 3}).to(kFloat32);
+  // per set s (mapped over the last dim): t = x[:, :, s] of shape [4, 2]
+  Tensor y = vmap(
+      [](Tensor t) {
+        return t.transpose(0, 1).unsqueeze(0).expand({3, 2, 4}).select(0, 1).slice(1, 1, 3);
+      },
+      {.in_dims = {-1}})(x);
+  CHECK(y.shares_storage(x));
+  REQUIRE(y.shape() == Shape{3, 2, 2});
+  // y[s][i][j] = t[j + 1][i] = x[j + 1][i][s] = (j + 1) * 6 + i * 3 + s
+  for (int s = 0; s < 3; ++s)
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 2; ++j) CHECK(at(y, {s, i, j}) == (j + 1) * 6 + i * 3 + s);
+}
+
+TEST_CASE("vmap: conv2d over stacked weights is one convolution") {
+  manual_seed(8);
+  constexpr int64_t b = 4;
+  Tensor x = randn({2, 3, 6, 6}), w = randn({b, 5, 3, 3, 3}), bias = randn({b, 5});
+  reset_kernel_counts();
+  conv2d(x, w.select(0, 0), bias.select(0, 0));
+  int64_t conv_one = kernel_count(KernelKind::Conv);
+  reset_kernel_counts();
+  Tensor y = vmap(
+      [](Tensor xx, Tensor ww, Tensor bb) {
+        return conv2d(xx, ww, bb, {1, 1}, {1, 1});
+      },
+      {.in_dims = {std::nullopt, 0, 0}})(x, w, bias);
+  CHECK(kernel_count(KernelKind::Conv) == conv_one);
+  REQUIRE(y.shape() == Shape{b, 2, 5, 6, 6});
+  for (int64_t s = 0; s < b; ++s)
+    CHECK(allclose(y.select(0, s), conv2d(x, w.select(0, s), bias.select(0, s), {1, 1}, {1, 1}),
+                   1e-5, 1e-5));
+  // per-set inputs too: the groups trick, still one convolution
+  Tensor xs = randn({b, 2, 3, 6, 6});
+  reset_kernel_counts();
+  Tensor y2 = vmap([](Tensor xx, Tensor ww) { return conv2d(xx, ww); })(xs, w);
+  CHECK(kernel_count(KernelKind::Conv) == conv_one);
+  for (int64_t s = 0; s < b; ++s)
+    CHECK(allclose(y2.select(0, s), conv2d(xs.select(0, s), w.select(0, s)), 1e-5, 1e-5));
+}
+
+TEST_CASE("vmap: three nested levels and non-tensor arguments") {
+  Tensor x = arange(120).view({2, 3, 4, 5}).to(kFloat64);
+  auto f =
+      vmap(vmap(vmap([](Tensor t, int64_t k) { return mul(t.sum(), static_cast<double>(k)); })));
+  Tensor y = f(x, int64_t{2});
+  REQUIRE(y.shape() == Shape{2, 3, 4});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) {
+        double base = ((i * 3 + j) * 4 + k) * 5;
+        CHECK(at(y, {i, j, k}) == 2 * (5 * base + 10));
+      }
+  // an inner level mapping a different dim than the outer one
+  auto g = vmap(vmap([](Tensor t) { return t.sum(); }, {.in_dims = {1}}), {.in_dims = {2}});
+  Tensor z = g(x);  // outer over dim 2 (4), inner over dim 1 of the rest (3): [4, 3]
+  REQUIRE(z.shape() == Shape{4, 3});
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < 3; ++j) {
+      double s = 0;
+      for (int i = 0; i < 2; ++i)
+        for (int l = 0; l < 5; ++l) s += ((i * 3 + j) * 4 + k) * 5 + l;
+      CHECK(at(z, {k, j}) == s);
+    }
+}
+
+TEST_CASE("vmap: chunked TensorDict and dict outputs are concatenated") {
+  Tensor x = arange(10).view({5, 2}).to(kFloat32);
+  auto f = vmap(
+      [](Tensor t) {
+        return TensorDict({{"a", mul(t, 2.0)}, {"b.c", t.sum()}});
+      },
+      {.chunk_size = 2});
+  TensorDict d = f(x);
+  CHECK(d.batch_size() == Shape{5});
+  REQUIRE(d.get("a").shape() == Shape{5, 2});
+  REQUIRE(d.get("b.c").shape() == Shape{5});
+  for (int i = 0; i < 5; ++i) {
+    CHECK(at(d.get("a"), {i, 1}) == 2.0 * (2 * i + 1));
+    CHECK(at(d.get("b.c"), {i}) == 4.0 * i + 1);
+  }
+  auto g = vmap(
+      [](Tensor t) {
+        return Value(ValueDict{{"y", Value(neg(t))}, {"k", Value(3)}});
+      },
+      {.out_dims = {1}, .chunk_size = 3});
+  Value v = g(x);
+  REQUIRE(v["y"].tensor().shape() == Shape{2, 5});
+  CHECK(at(v["y"].tensor(), {1, 4}) == -9.0);
+  CHECK(v["k"].to_int() == 3);
+}

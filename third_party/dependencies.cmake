@@ -1,0 +1,21 @@
+# Finds td's dependencies, all from Debian packages (third_party/debian_packages.txt).
+find_package(Threads REQUIRED)
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(xtl REQUIRED)
+find_package(xsimd REQUIRED)
+find_package(xtensor REQUIRED)
+find_package(nlohmann_json 3 REQUIRED)
+if(TD_BUILD_TESTS)
+  find_package(doctest REQUIRED)
+endif()
+if(TD_BUILD_TOOLS)
+  find_package(CLI11 REQUIRED)
+endif()
+
+find_library(TD_OPENBLAS_LIBRARY NAMES openblas
+  PATHS /usr/lib/x86_64-linux-gnu/openblas-pthread /usr/lib/x86_64-linux-gnu)
+if(TD_OPENBLAS_LIBRARY)
+  option(TD_USE_OPENBLAS "Use OpenBLAS as Eigen's BLAS backend" ON)
+else()
+  option(TD_USE_OPENBLAS "Use OpenBLAS as Eigen's BLAS backend" OFF)
+endif()

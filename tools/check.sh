@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Builds td and runs every test: once in Release, then once under AddressSanitizer and
+# UndefinedBehaviorSanitizer. Installs missing Debian packages first (needs root).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+third_party/install_deps.sh
+jobs=2
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTD_SANITIZE=ON
+cmake --build build-sanitize -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-sanitize --output-on-failure -j"$jobs"

@@ -1,0 +1,278 @@
+// tdvmap bench: the public workloads of BENCHMARKS.md, or one custom workload from flags.
+//
+// Per workload: medians per call (microseconds) of functional_vmap (vmap_us), the same call with
+// loop = true (loop_us) and with chunk_size = c (chunk<c>_us, c = --chunk-size, default 8);
+// gflops = useful float ops of the vmap call per second, counting 2*in*out per row per Linear
+// per set (the GEMMs only); peak_mb / chunk_peak_mb = the most bytes the engine held during one
+// vmap / chunked call beyond what it held at the call's start (output included), in MiB.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "modules/modules.h"
+#include "tools/tdvmap/common.h"
+#include "vmap/functional_vmap.h"
+
+namespace tdvmap {
+namespace {
+
+using td::Tensor;
+using td::TensorDict;
+namespace nn = td::nn;
+
+struct Workload {
+  std::string name;
+  int64_t sets;
+  std::vector<int64_t> sizes;  // MLP sizes: in, hidden..., out
+  int64_t batch;
+  bool per_set = false;
+  double dropout = 0;
+  td::Randomness randomness = td::Randomness::Error;
+};
+
+struct BenchOptions {
+  double min_time = 0.5;
+  int repeat = 5;
+  int threads = 1;
+  bool json = false;
+  bool peak = false;
+  std::vector<std::string> workloads;
+  // custom workload
+  int64_t sets = 32;
+  std::vector<int64_t> mlp;
+  int64_t batch = 128;
+  bool per_set = false;
+  double dropout = 0;
+  std::string randomness = "error";
+  int64_t chunk_size = 8;
+  std::string name = "custom";
+};
+
+std::vector<Workload> public_workloads() {
+  using R = td::Randomness;
+  return {
+      {"seed_linear4", 4, {3, 1}, 10},
+      {"mlp32_shared", 32, {64, 256, 256, 10}, 128},
+      {"mlp32_perset", 32, {64, 256, 256, 10}, 128, true},
+      {"mlp8_large", 8, {512, 1024, 1024, 512}, 256},
+      {"mlp32_dropout_diff", 32, {64, 256, 256, 10}, 128, false, 0.1, R::Different},
+      {"mlp256_small", 256, {16, 32, 32, 4}, 64},
+  };
+}
+
+struct Result {
+  std::string name;
+  double vmap_us, loop_us, chunk_us, gflops, peak_mb, chunk_peak_mb;
+  int64_t chunk_size;
+  td::Shape out;
+};
+
+// Shows what runs now on stderr, only for a person watching a terminal.
+class Progress {
+ public:
+  Progress() : on_(isatty(STDERR_FILENO) != 0) {}
+  void show(size_t i, size_t n, const std::string& name, const char* what) const {
+    if (on_) std::fprintf(stderr, "\r\033[K[%zu/%zu] %s: %s", i + 1, n, name.c_str(), what);
+  }
+  void done() const {
+    if (on_) std::fprintf(stderr, "\r\033[K");
+  }
+
+ private:
+  bool on_;
+};
+
+// Extra MiB the engine held at most during fn(), beyond what it held before.
+template <class Fn>
+double peak_mib(Fn&& fn) {
+  td::reset_peak_memory();
+  const int64_t start = td::memory_stats().current_bytes;
+  {
+    auto keep = fn();  // the output counts: it is allocated by the call
+    (void)keep;
+  }
+  return static_cast<double>(td::memory_stats().peak_bytes - start) / (1024.0 * 1024.0);
+}
+
+Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size_t count,
+                    const Progress& progress) {
+  progress.show(index, count, w.name, "building");
+  td::manual_seed(0);
+  std::vector<std::shared_ptr<nn::Module>> nets;
+  for (int64_t i = 0; i < w.sets; ++i) nets.push_back(make_mlp(w.sizes, w.dropout));
+  for (auto& n : nets) n->train(w.dropout > 0);
+  const nn::Module& model = *nets[0];
+  TensorDict params = TensorDict::from_modules(nets);
+
+  nn::FunctionalVmapOptions vmap_options{.params = params, .randomness = w.randomness};
+  if (w.per_set) {
+    vmap_options.kwargs = {{"input", td::randn({w.sets, w.batch, w.sizes.front()})}};
+    vmap_options.in_dims = {{"input", 0}};
+  } else {
+    vmap_options.args = {td::randn({w.batch, w.sizes.front()})};
+  }
+  nn::FunctionalVmapOptions loop_options = vmap_options;
+  loop_options.loop = true;
+  // A loop cannot give every set the same draws; "different" costs the same.
+  if (w.randomness == td::Randomness::Same) loop_options.randomness = td::Randomness::Different;
+  nn::FunctionalVmapOptions chunk_options = vmap_options;
+  chunk_options.chunk_size = o.chunk_size;
+
+  Result r;
+  r.name = w.name;
+  r.chunk_size = o.chunk_size;
+  r.out = nn::functional_vmap(model, vmap_options).tensor().shape();
+  progress.show(index, count, w.name, "vmap");
+  r.vmap_us = median_us([&] { nn::functional_vmap(model, vmap_options); }, o.min_time, o.repeat);
+  progress.show(index, count, w.name, "loop");
+  r.loop_us = median_us([&] { nn::functional_vmap(model, loop_options); }, o.min_time, o.repeat);
+  progress.show(index, count, w.name, "chunked");
+  r.chunk_us = median_us([&] { nn::functional_vmap(model, chunk_options); }, o.min_time, o.repeat);
+  r.gflops = static_cast<double>(w.sets) * mlp_flops(w.sizes, w.batch) / (r.vmap_us * 1e3);
+  r.peak_mb = peak_mib([&] { return nn::functional_vmap(model, vmap_options); });
+  r.chunk_peak_mb = peak_mib([&] { return nn::functional_vmap(model, chunk_options); });
+  return r;
+}
+
+// GFLOP/s of td::matmul on 1024x1024 float32 (the machine's practical GEMM ceiling).
+double sgemm_gflops(const BenchOptions& o) {
+  td::manual_seed(0);
+  Tensor a = td::randn({1024, 1024}), b = td::randn({1024, 1024});
+  double us = median_us([&] { td::matmul(a, b); }, o.min_time, o.repeat);
+  return 2.0 * 1024 * 1024 * 1024 / (us * 1e3);
+}
+
+std::string fmt(double v, int digits = 1) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+int run_bench(BenchOptions o) {
+  set_thread_count(o.threads);
+  if (o.chunk_size <= 0) throw UsageError("--chunk-size must be positive");
+
+  std::vector<Workload> todo;
+  if (!o.mlp.empty()) {
+    if (!o.workloads.empty()) throw UsageError("--workload and --mlp cannot be combined");
+    if (o.sets < 0 || o.batch < 0) throw UsageError("--sets and --batch must not be negative");
+    make_mlp(o.mlp, 0);  // validates the sizes
+    todo.push_back(
+        {o.name, o.sets, o.mlp, o.batch, o.per_set, o.dropout, td::parse_randomness(o.randomness)});
+  } else {
+    for (const auto& w : public_workloads())
+      if (o.workloads.empty() ||
+          std::find(o.workloads.begin(), o.workloads.end(), w.name) != o.workloads.end())
+        todo.push_back(w);
+    for (const auto& name : o.workloads) {
+      bool known = false;
+      for (const auto& w : public_workloads()) known = known || w.name == name;
+      if (!known)
+        throw UsageError("unknown workload '" + name +
+                         "' (public: seed_linear4, mlp32_shared, mlp32_perset, mlp8_large, "
+                         "mlp32_dropout_diff, mlp256_small)");
+    }
+  }
+
+  Progress progress;
+  nlohmann::json json = nlohmann::json::array();
+  if (o.peak) {
+    progress.show(0, 1, "sgemm_1024", "matmul");
+    double g = sgemm_gflops(o);
+    progress.done();
+    if (o.json)
+      json.push_back({{"name", "sgemm_1024"}, {"gflops", g}, {"threads", o.threads}});
+    else
+      std::cout << "sgemm_1024\tgflops=" << fmt(g) << "\tthreads=" << o.threads << std::endl;
+  }
+  for (size_t i = 0; i < todo.size(); ++i) {
+    Result r = run_workload(todo[i], o, i, todo.size(), progress);
+    progress.done();
+    const std::string chunk_key = "chunk" + std::to_string(r.chunk_size) + "_us";
+    if (o.json) {
+      json.push_back({{"name", r.name},
+                      {"vmap_us", r.vmap_us},
+                      {"loop_us", r.loop_us},
+                      {chunk_key, r.chunk_us},
+                      {"chunk_size", r.chunk_size},
+                      {"gflops", r.gflops},
+                      {"peak_mb", r.peak_mb},
+                      {"chunk_peak_mb", r.chunk_peak_mb},
+                      {"threads", o.threads},
+                      {"out", r.out}});
+    } else {
+      std::cout << r.name << "\tvmap_us=" << fmt(r.vmap_us) << "\tloop_us=" << fmt(r.loop_us)
+                << "\t" << chunk_key << "=" << fmt(r.chunk_us) << "\tgflops=" << fmt(r.gflops, 2)
+                << "\tpeak_mb=" << fmt(r.peak_mb, 3)
+                << "\tchunk_peak_mb=" << fmt(r.chunk_peak_mb, 3)
+                << "\tout=" << shape_text(r.out, true) << std::endl;
+    }
+  }
+  if (o.json) std::cout << json.dump(2) << std::endl;
+  return 0;
+}
+
+}  // namespace
+
+Command add_bench_command(CLI::App& app) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "bench",
+      "Time functional_vmap against loop = true and chunk_size on the public workloads "
+      "of BENCHMARKS.md (or one custom workload); medians per call in microseconds");
+  sub->add_option("--min-time", o->min_time, "Minimum seconds per measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1e6));
+  sub->add_option("--repeat", o->repeat, "Minimum repetitions per measurement")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000000));
+  sub->add_option("--threads", o->threads,
+                  "Threads (BLAS/OpenMP pools; 1 is the figure that "
+                  "compares)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
+  sub->add_flag("--json", o->json, "Print a JSON array of objects instead of lines");
+  sub->add_flag("--peak", o->peak, "Also print td::matmul's 1024x1024 float32 GFLOP/s");
+  sub->add_option("--workload", o->workloads, "Run only these public workloads")->delimiter(',');
+  auto* mlp =
+      sub->add_option("--mlp", o->mlp, "Custom workload: MLP sizes in,hidden...,out (runs only it)")
+          ->delimiter(',');
+  sub->add_option("--sets", o->sets, "Custom workload: parameter sets")->capture_default_str();
+  sub->add_option("--batch", o->batch, "Custom workload: input rows")->capture_default_str();
+  sub->add_flag("--per-set", o->per_set, "Custom workload: a per-set input (in_dims 0)");
+  sub->add_option("--dropout", o->dropout,
+                  "Custom workload: Dropout(p) after the first ReLU, "
+                  "train mode")
+      ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--randomness", o->randomness, "error | different | same")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"error", "different", "same"}));
+  sub->add_option("--chunk-size", o->chunk_size, "chunk_size of the chunked measurement")
+      ->capture_default_str();
+  sub->add_option("--name", o->name, "Custom workload: its name")->capture_default_str();
+  for (const char* flag : {"--sets", "--batch", "--per-set", "--dropout", "--randomness", "--name"})
+    sub->get_option(flag)->needs(mlp);
+  sub->footer(
+      "Output: name<TAB>vmap_us=..<TAB>loop_us=..<TAB>chunk8_us=..<TAB>gflops=..<TAB>peak_mb=..\n"
+      "  <TAB>chunk_peak_mb=..<TAB>out=[..]; gflops counts 2*in*out per row per Linear per set;\n"
+      "  peak_mb is the engine's peak allocation during one call minus its allocation at the\n"
+      "  start, in MiB.\n"
+      "Examples:\n"
+      "  tdvmap bench\n"
+      "  tdvmap bench --workload mlp32_shared,mlp8_large --json\n"
+      "  tdvmap bench --sets 48 --mlp 64,192,192,10 --batch 100 --per-set --name my_case\n"
+      "  tdvmap bench --sets 32 --mlp 64,256,256,10 --dropout 0.1 --randomness different\n"
+      "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE tdvmap bench --threads 1 --peak");
+  return {"bench", [o] { return run_bench(*o); }};
+}
+
+}  // namespace tdvmap

@@ -1,0 +1,51 @@
+#include "tools/tdvmap/common.h"
+
+#include <cstdlib>
+#include <sstream>
+#include <string>
+
+#include "modules/modules.h"
+
+// OpenBLAS's thread setter, when OpenBLAS is linked in (weak: null otherwise).
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+namespace tdvmap {
+
+std::string shape_text(const td::Shape& s, bool compact) {
+  std::ostringstream os;
+  os << '[';
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? (compact ? "," : ", ") : "") << s[i];
+  os << ']';
+  return os.str();
+}
+
+void set_thread_count(int threads) {
+  // The environment covers pools created later; OpenBLAS's own pool already exists.
+  const std::string n = std::to_string(threads);
+  setenv("OPENBLAS_NUM_THREADS", n.c_str(), 1);
+  setenv("OMP_NUM_THREADS", n.c_str(), 1);
+  if (openblas_set_num_threads) openblas_set_num_threads(threads);
+}
+
+std::shared_ptr<td::nn::Module> make_mlp(const std::vector<int64_t>& sizes, double dropout) {
+  if (sizes.size() < 2) throw UsageError("an MLP needs at least two sizes, e.g. 64,256,10");
+  for (int64_t s : sizes)
+    if (s <= 0) throw UsageError("MLP sizes must be positive, got " + shape_text(sizes));
+  auto seq = std::make_shared<td::nn::Sequential>();
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) {
+    seq->push_back(std::make_shared<td::nn::Linear>(sizes[i], sizes[i + 1]));
+    if (i + 2 == sizes.size()) break;
+    seq->push_back(std::make_shared<td::nn::ReLU>());
+    if (i == 0 && dropout > 0) seq->push_back(std::make_shared<td::nn::Dropout>(dropout));
+  }
+  return seq;
+}
+
+double mlp_flops(const std::vector<int64_t>& sizes, int64_t rows) {
+  double flops = 0;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i)
+    flops += 2.0 * static_cast<double>(sizes[i]) * static_cast<double>(sizes[i + 1]);
+  return flops * static_cast<double>(rows);
+}
+
+}  // namespace tdvmap

@@ -1,0 +1,367 @@
+// Builds td modules from a parsed spec: PyTorch's constructor signatures, bound as Python does.
+#include <exception>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "modules/modules.h"
+#include "tools/tdvmap/model_spec.h"
+
+namespace tdvmap {
+namespace {
+
+using td::nn::Module;
+using ModulePtr = std::shared_ptr<Module>;
+using Kind = SpecValue::Kind;
+
+SpecValue none() { return {}; }
+SpecValue int_v(int64_t i) {
+  SpecValue v;
+  v.kind = Kind::Int;
+  v.i = i;
+  return v;
+}
+SpecValue float_v(double f) {
+  SpecValue v;
+  v.kind = Kind::Float;
+  v.f = f;
+  return v;
+}
+SpecValue bool_v(bool b) {
+  SpecValue v;
+  v.kind = Kind::Bool;
+  v.b = b;
+  return v;
+}
+SpecValue str_v(const char* s) {
+  SpecValue v;
+  v.kind = Kind::String;
+  v.s = s;
+  return v;
+}
+
+struct ParamSpec {
+  std::string name;
+  std::optional<SpecValue> default_value;  // nullopt: required
+};
+
+class Args;
+struct ModuleKind {
+  std::vector<ParamSpec> params;
+  bool variadic = false;  // Sequential(*modules), Identity(*args)
+  std::function<ModulePtr(Args&)> make;
+};
+
+ModulePtr build(const SpecCall& call, const std::string& spec);
+
+// The bound arguments of one call, with typed accessors that point at the value on error.
+class Args {
+ public:
+  Args(const SpecCall& call, const ModuleKind& kind, const std::string& spec)
+      : call_(call), spec_(spec) {
+    size_t next = 0;
+    for (const auto& a : call.args) {
+      if (a.name.empty()) {
+        if (kind.variadic) {
+          positional_.push_back(a.value);
+          continue;
+        }
+        if (next >= kind.params.size())
+          fail(a.column, call.name + "() takes " + std::to_string(kind.params.size()) +
+                             " arguments (" + names(kind) + ") but more were given");
+        values_[kind.params[next++].name] = a.value;
+        continue;
+      }
+      bool known = false;
+      for (const auto& p : kind.params) known = known || p.name == a.name;
+      if (!known)
+        fail(a.column, call.name + "() got an unexpected keyword argument '" + a.name +
+                           "' (arguments: " + names(kind) + ")");
+      if (values_.count(a.name))
+        fail(a.column, call.name + "() got multiple values for argument '" + a.name + "'");
+      values_[a.name] = a.value;
+    }
+    for (const auto& p : kind.params) {
+      if (values_.count(p.name)) continue;
+      if (!p.default_value)
+        fail(call.column, call.name + "() missing required argument '" + p.name + "'");
+      SpecValue d = *p.default_value;
+      d.column = call.column;
+      values_[p.name] = d;
+    }
+  }
+
+  [[noreturn]] void fail(size_t column, const std::string& what) const {
+    throw SpecError("bad model spec: " + what, spec_, column);
+  }
+  const SpecValue& get(const std::string& name) const { return values_.at(name); }
+  bool is_none(const std::string& name) const { return get(name).kind == Kind::None; }
+
+  int64_t i(const std::string& name) const {
+    const SpecValue& v = get(name);
+    if (v.kind != Kind::Int) type_error(name, "an int", v);
+    return v.i;
+  }
+  std::optional<int64_t> opt_i(const std::string& name) const {
+    if (is_none(name)) return std::nullopt;
+    return i(name);
+  }
+  double f(const std::string& name) const {
+    const SpecValue& v = get(name);
+    if (v.kind == Kind::Int) return static_cast<double>(v.i);
+    if (v.kind != Kind::Float) type_error(name, "a number", v);
+    return v.f;
+  }
+  bool b(const std::string& name) const {
+    const SpecValue& v = get(name);
+    if (v.kind != Kind::Bool) type_error(name, "True or False", v);
+    return v.b;
+  }
+  std::string s(const std::string& name) const {
+    const SpecValue& v = get(name);
+    if (v.kind != Kind::String) type_error(name, "a string", v);
+    return v.s;
+  }
+  // An int (repeated n times) or a tuple of n ints; n = 0 accepts any length.
+  std::vector<int64_t> ints(const std::string& name, size_t n) const {
+    const SpecValue& v = get(name);
+    if (v.kind == Kind::Int) return std::vector<int64_t>(n ? n : 1, v.i);
+    if (v.kind != Kind::Tuple || (n && v.items.size() != n))
+      type_error(name,
+                 n ? "an int or a tuple of " + std::to_string(n) + " ints" : "a tuple of ints", v);
+    std::vector<int64_t> out;
+    for (const auto& item : v.items) {
+      if (item.kind != Kind::Int) type_error(name, "a tuple of ints", v);
+      out.push_back(item.i);
+    }
+    return out;
+  }
+  // A kernel size, stride, ...: an int or a tuple of two.
+  td::nn::Size2 size2(const std::string& name) const {
+    std::vector<int64_t> v = ints(name, 2);
+    td::nn::Size2 out(v[0]);
+    out.w = v[1];
+    return out;
+  }
+  // Rejects a PyTorch argument td does not implement unless it has its default value.
+  void require_default(const std::string& name, const SpecValue& def) const {
+    const SpecValue& v = get(name);
+    bool same = v.kind == def.kind && v.b == def.b && v.i == def.i && v.f == def.f && v.s == def.s;
+    if (!same) fail(v.column, call_.name + "(" + name + "=...) is not supported by td");
+  }
+  // The nested modules of a variadic call.
+  std::vector<ModulePtr> modules() const {
+    std::vector<ModulePtr> out;
+    for (const auto& v : positional_) {
+      if (v.kind != Kind::Call)
+        fail(v.column,
+             call_.name + "() takes modules, e.g. " + call_.name + "(Linear(3, 1), ReLU())");
+      out.push_back(build(*v.call, spec_));
+    }
+    return out;
+  }
+  const SpecCall& call() const { return call_; }
+
+ private:
+  static std::string names(const ModuleKind& kind) {
+    std::string out;
+    for (const auto& p : kind.params) out += (out.empty() ? "" : ", ") + p.name;
+    return out.empty() ? "none" : out;
+  }
+  static std::string describe(const SpecValue& v) {
+    switch (v.kind) {
+      case Kind::None:
+        return "None";
+      case Kind::Bool:
+        return v.b ? "True" : "False";
+      case Kind::Int:
+        return std::to_string(v.i);
+      case Kind::Float:
+        return std::to_string(v.f);
+      case Kind::String:
+        return "'" + v.s + "'";
+      case Kind::Tuple:
+        return "a tuple";
+      case Kind::Call:
+        return "a module";
+    }
+    return "?";
+  }
+  [[noreturn]] void type_error(const std::string& name, const std::string& want,
+                               const SpecValue& v) const {
+    fail(v.column,
+         call_.name + "() argument '" + name + "' must be " + want + ", got " + describe(v));
+  }
+
+  const SpecCall& call_;
+  const std::string& spec_;
+  std::map<std::string, SpecValue> values_;
+  std::vector<SpecValue> positional_;
+};
+
+template <class M, class... A>
+ModulePtr make(A&&... a) {
+  return std::make_shared<M>(std::forward<A>(a)...);
+}
+
+ModulePtr make_batchnorm(Args& a, bool two_d) {
+  const int64_t n = a.i("num_features");
+  const double eps = a.f("eps"), momentum = a.f("momentum");
+  const bool affine = a.b("affine"), track = a.b("track_running_stats");
+  if (two_d) return make<td::nn::BatchNorm2d>(n, eps, momentum, affine, track);
+  return make<td::nn::BatchNorm1d>(n, eps, momentum, affine, track);
+}
+
+const std::map<std::string, ModuleKind>& kinds() {
+  static const std::map<std::string, ModuleKind> table = [] {
+    std::map<std::string, ModuleKind> t;
+    const std::vector<ParamSpec> batchnorm = {{"num_features", std::nullopt},
+                                              {"eps", float_v(1e-5)},
+                                              {"momentum", float_v(0.1)},
+                                              {"affine", bool_v(true)},
+                                              {"track_running_stats", bool_v(true)}};
+    t["Linear"] = {
+        {{"in_features", std::nullopt}, {"out_features", std::nullopt}, {"bias", bool_v(true)}},
+        false,
+        [](Args& a) {
+          return make<td::nn::Linear>(a.i("in_features"), a.i("out_features"), a.b("bias"));
+        }};
+    t["ReLU"] = {{{"inplace", bool_v(false)}}, false, [](Args&) { return make<td::nn::ReLU>(); }};
+    t["GELU"] = {{{"approximate", str_v("none")}}, false, [](Args& a) {
+                   return make<td::nn::GELU>(a.s("approximate"));
+                 }};
+    t["Tanh"] = {{}, false, [](Args&) { return make<td::nn::Tanh>(); }};
+    t["Sigmoid"] = {{}, false, [](Args&) { return make<td::nn::Sigmoid>(); }};
+    t["Softmax"] = {{{"dim", none()}}, false, [](Args& a) {
+                      if (a.is_none("dim")) a.fail(a.call().column, "Softmax() needs dim");
+                      return make<td::nn::Softmax>(a.i("dim"));
+                    }};
+    t["LogSoftmax"] = {{{"dim", none()}}, false, [](Args& a) {
+                         if (a.is_none("dim")) a.fail(a.call().column, "LogSoftmax() needs dim");
+                         return make<td::nn::LogSoftmax>(a.i("dim"));
+                       }};
+    t["Identity"] = {{}, true, [](Args&) { return make<td::nn::Identity>(); }};
+    t["Flatten"] = {{{"start_dim", int_v(1)}, {"end_dim", int_v(-1)}}, false, [](Args& a) {
+                      return make<td::nn::Flatten>(a.i("start_dim"), a.i("end_dim"));
+                    }};
+    t["Sequential"] = {{}, true, [](Args& a) {
+                         auto seq = std::make_shared<td::nn::Sequential>();
+                         for (auto& m : a.modules()) seq->push_back(m);
+                         return ModulePtr(seq);
+                       }};
+    t["Dropout"] = {{{"p", float_v(0.5)}, {"inplace", bool_v(false)}}, false, [](Args& a) {
+                      return make<td::nn::Dropout>(a.f("p"));
+                    }};
+    t["LayerNorm"] = {{{"normalized_shape", std::nullopt},
+                       {"eps", float_v(1e-5)},
+                       {"elementwise_affine", bool_v(true)}},
+                      false,
+                      [](Args& a) {
+                        return make<td::nn::LayerNorm>(td::Shape(a.ints("normalized_shape", 0)),
+                                                       a.f("eps"), a.b("elementwise_affine"));
+                      }};
+    t["BatchNorm1d"] = {batchnorm, false, [](Args& a) { return make_batchnorm(a, false); }};
+    t["BatchNorm2d"] = {batchnorm, false, [](Args& a) { return make_batchnorm(a, true); }};
+    t["Conv2d"] = {{{"in_channels", std::nullopt},
+                    {"out_channels", std::nullopt},
+                    {"kernel_size", std::nullopt},
+                    {"stride", int_v(1)},
+                    {"padding", int_v(0)},
+                    {"dilation", int_v(1)},
+                    {"groups", int_v(1)},
+                    {"bias", bool_v(true)},
+                    {"padding_mode", str_v("zeros")}},
+                   false,
+                   [](Args& a) {
+                     a.require_default("padding_mode", str_v("zeros"));
+                     return make<td::nn::Conv2d>(a.i("in_channels"), a.i("out_channels"),
+                                                 a.size2("kernel_size"), a.size2("stride"),
+                                                 a.size2("padding"), a.size2("dilation"),
+                                                 a.i("groups"), a.b("bias"));
+                   }};
+    t["MaxPool2d"] = {{{"kernel_size", std::nullopt},
+                       {"stride", none()},
+                       {"padding", int_v(0)},
+                       {"dilation", int_v(1)},
+                       {"return_indices", bool_v(false)},
+                       {"ceil_mode", bool_v(false)}},
+                      false,
+                      [](Args& a) {
+                        a.require_default("return_indices", bool_v(false));
+                        a.require_default("ceil_mode", bool_v(false));
+                        std::optional<td::nn::Size2> stride;
+                        if (!a.is_none("stride")) stride = a.size2("stride");
+                        return make<td::nn::MaxPool2d>(a.size2("kernel_size"), stride,
+                                                       a.size2("padding"), a.size2("dilation"));
+                      }};
+    t["Embedding"] = {{{"num_embeddings", std::nullopt},
+                       {"embedding_dim", std::nullopt},
+                       {"padding_idx", none()},
+                       {"max_norm", none()},
+                       {"norm_type", float_v(2.0)},
+                       {"scale_grad_by_freq", bool_v(false)},
+                       {"sparse", bool_v(false)}},
+                      false,
+                      [](Args& a) {
+                        a.require_default("padding_idx", none());
+                        a.require_default("max_norm", none());
+                        return make<td::nn::Embedding>(a.i("num_embeddings"), a.i("embedding_dim"));
+                      }};
+    t["MultiheadAttention"] = {{{"embed_dim", std::nullopt},
+                                {"num_heads", std::nullopt},
+                                {"dropout", float_v(0.0)},
+                                {"bias", bool_v(true)},
+                                {"add_bias_kv", bool_v(false)},
+                                {"add_zero_attn", bool_v(false)},
+                                {"kdim", none()},
+                                {"vdim", none()},
+                                {"batch_first", bool_v(false)}},
+                               false,
+                               [](Args& a) {
+                                 a.require_default("add_bias_kv", bool_v(false));
+                                 a.require_default("add_zero_attn", bool_v(false));
+                                 a.require_default("kdim", none());
+                                 a.require_default("vdim", none());
+                                 return make<td::nn::MultiheadAttention>(
+                                     a.i("embed_dim"), a.i("num_heads"), a.f("dropout"),
+                                     a.b("bias"), a.b("batch_first"));
+                               }};
+    return t;
+  }();
+  return table;
+}
+
+ModulePtr build(const SpecCall& call, const std::string& spec) {
+  const auto& table = kinds();
+  auto it = table.find(call.name);
+  if (it == table.end()) {
+    std::string known;
+    for (const auto& [name, kind] : table) known += (known.empty() ? "" : ", ") + name;
+    throw SpecError("bad model spec: unknown module '" + call.name + "' (known: " + known + ")",
+                    spec, call.column);
+  }
+  Args args(call, it->second, spec);
+  try {
+    return it->second.make(args);
+  } catch (const SpecError&) {
+    throw;
+  } catch (const std::exception& e) {  // the constructor rejected its arguments
+    throw SpecError("bad model spec: " + std::string(e.what()), spec, call.column);
+  }
+}
+
+}  // namespace
+
+std::shared_ptr<td::nn::Module> build_model(const std::string& spec) {
+  return build(parse_model_spec(spec), spec);
+}
+
+std::vector<std::string> spec_module_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, kind] : kinds()) out.push_back(name);
+  return out;
+}
+
+}  // namespace tdvmap

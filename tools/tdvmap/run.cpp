@@ -1,0 +1,223 @@
+// tdvmap run: builds a module from a spec, loads stacked parameters and inputs from safetensors
+// files, runs functional_vmap and writes the outputs as safetensors.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/engine.h"
+#include "modules/modules.h"
+#include "tools/tdvmap/common.h"
+#include "tools/tdvmap/model_spec.h"
+#include "vmap/functional_vmap.h"
+
+namespace tdvmap {
+namespace {
+
+using td::Shape;
+using td::Tensor;
+using td::TensorDict;
+namespace nn = td::nn;
+
+struct RunOptions {
+  std::string model;
+  std::string params;
+  std::vector<std::string> inputs;   // NAME=FILE (or FILE: NAME = input)
+  std::vector<std::string> in_dims;  // NAME=D
+  bool train = false;
+  std::string randomness = "error";
+  std::optional<int64_t> chunk_size;
+  std::optional<std::string> method;
+  bool loop = false;
+  uint64_t seed = 0;
+  std::string out;
+};
+
+// Splits NAME=VALUE (UsageError naming the flag otherwise).
+std::pair<std::string, std::string> split_pair(const std::string& s, const char* flag) {
+  auto eq = s.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+    throw UsageError(std::string(flag) + " expects NAME=VALUE, got '" + s + "'");
+  return {s.substr(0, eq), s.substr(eq + 1)};
+}
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Loads the stacked parameters and checks them against the module: every leaf must be
+// [batch..., per-set shape...] with one batch shape for all (RuntimeError naming key and shapes).
+TensorDict load_params(const nn::Module& model, const std::string& path) {
+  const TensorDict expected = TensorDict::from_module(model);
+  const TensorDict file = TensorDict::load_safetensors(path);
+  std::optional<Shape> batch;
+  std::string batch_key;
+  for (const auto& [key, t] : expected.leaves()) {
+    if (!file.contains(key)) {
+      std::string have;
+      for (const auto& k : file.keys(true, true)) have += (have.empty() ? "" : ", ") + k;
+      td::throw_error<td::KeyError>(
+          "params file '", path, "' has no '", key, "' (the model's parameter of per-set shape ",
+          shape_text(t.shape()), "); it has: ", have.empty() ? "nothing" : have);
+    }
+    const Shape& want = t.shape();
+    const Shape got = file.get(key).shape();
+    const bool fits =
+        got.size() >= want.size() &&
+        std::equal(want.begin(), want.end(), got.end() - static_cast<int64_t>(want.size()));
+    if (!fits)
+      td::throw_error<td::ValueError>("parameter '", key, "' has shape ", shape_text(got), " in '",
+                                      path, "' but the model needs [sets..., ",
+                                      want.empty() ? "]" : shape_text(want).substr(1));
+    Shape b(got.begin(), got.end() - static_cast<int64_t>(want.size()));
+    if (batch && *batch != b)
+      td::throw_error<td::ValueError>("parameter '", key, "' has shape ", shape_text(got),
+                                      " (sets ", shape_text(b), ") but '", batch_key, "' has sets ",
+                                      shape_text(*batch), " in '", path, "'");
+    if (!batch) {
+      batch = b;
+      batch_key = key;
+    }
+  }
+  for (const auto& key : file.keys(true, true)) {
+    if (expected.contains(key)) continue;
+    // PyTorch's BatchNorm counter; td keeps no such buffer when it has none.
+    if (ends_with(key, "num_batches_tracked")) continue;
+    td::throw_error<td::KeyError>("params file '", path, "' has '", key,
+                                  "', which the model has no parameter or buffer for");
+  }
+  TensorDict params(batch.value_or(Shape{}));
+  for (const auto& [key, t] : expected.leaves()) params.set(key, file.get(key));
+  return params;
+}
+
+// One tensor from a safetensors file: its only entry, or the entry called name.
+Tensor load_input(const std::string& name, const std::string& path) {
+  const TensorDict file = TensorDict::load_safetensors(path);
+  const auto leaves = file.leaves();
+  if (leaves.size() == 1) return leaves[0].second;
+  if (file.contains(name)) return file.get(name);
+  td::throw_error<td::ValueError>("input file '", path, "' holds ", leaves.size(),
+                                  " tensors and none called '", name,
+                                  "'; give one tensor or one named after the input");
+}
+
+// Collects the output's tensors under safetensors keys: "output" for a tensor, positions for a
+// list, names for a dict, dotted paths for nesting; None is skipped.
+void collect(const td::Value& v, const std::string& key, TensorDict& out) {
+  using K = td::Value::Kind;
+  const auto sub = [&](const std::string& k) { return key == "output" ? k : key + "." + k; };
+  switch (v.kind()) {
+    case K::Tensor:
+      out.set(key, v.tensor().contiguous());
+      break;
+    case K::List:
+      for (size_t i = 0; i < v.list().size(); ++i)
+        collect(v.list()[i], sub(std::to_string(i)), out);
+      break;
+    case K::Dict:
+      for (const auto& [k, item] : v.dict().items()) collect(item, sub(k), out);
+      break;
+    case K::TensorDict:
+      for (const auto& [k, t] : v.tensordict().leaves()) out.set(sub(k), t.contiguous());
+      break;
+    case K::None:
+      break;
+    default:
+      std::cerr << "tdvmap: warning: output '" << key << "' is a " << v.kind_name()
+                << ", not a tensor; not written\n";
+  }
+}
+
+int run_run(const RunOptions& o) {
+  td::manual_seed(o.seed);
+  nn::FunctionalVmapOptions options;
+  options.randomness = td::parse_randomness(o.randomness);
+  options.chunk_size = o.chunk_size;
+  options.method = o.method;
+  options.loop = o.loop;
+  std::vector<std::pair<std::string, std::string>> inputs;
+  for (const auto& s : o.inputs)
+    inputs.push_back(s.find('=') == std::string::npos
+                         ? std::pair<std::string, std::string>{"input", s}
+                         : split_pair(s, "--input"));
+  for (const auto& s : o.in_dims) {
+    auto [name, dim] = split_pair(s, "--in-dim");
+    size_t used = 0;
+    int64_t d = 0;
+    try {
+      d = std::stoll(dim, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != dim.size()) throw UsageError("--in-dim " + s + ": '" + dim + "' is not an integer");
+    options.in_dims[name] = d;
+  }
+
+  std::shared_ptr<nn::Module> model = build_model(o.model);  // SpecError: exit 2
+  model->train(o.train);
+  options.params = load_params(*model, o.params);
+  for (const auto& [name, path] : inputs) {
+    if (options.kwargs.contains(name)) throw UsageError("--input " + name + " given twice");
+    options.kwargs.set(name, load_input(name, path));
+  }
+
+  td::Value result = nn::functional_vmap(*model, options);
+  TensorDict out;
+  collect(result, "output", out);
+  out.save_safetensors(o.out);
+  return 0;
+}
+
+}  // namespace
+
+Command add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "run",
+      "Run a module over stacked parameters from a safetensors file (eval mode unless "
+      "--train) and write its outputs");
+  sub->add_option("--model", o->model,
+                  "Module spec with PyTorch's constructor arguments, e.g. "
+                  "'Sequential(Linear(64,256), ReLU(), Dropout(0.1), Linear(256,10))'")
+      ->required();
+  sub->add_option("--params", o->params,
+                  "Stacked parameters and buffers (dotted keys as in named_parameters, leading "
+                  "dims = sets), e.g. torch.func.stack_module_state or TensorDict.from_modules "
+                  "saved as safetensors")
+      ->required();
+  sub->add_option("--input", o->inputs,
+                  "NAME=FILE.safetensors: a forward argument (one tensor, or one keyed NAME); "
+                  "shared by every set unless --in-dim names it")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_option("--in-dim", o->in_dims, "NAME=D: input NAME holds one slice per set at dim D")
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  sub->add_flag("--train", o->train, "Training mode (BatchNorm batch stats, Dropout on)");
+  sub->add_option("--randomness", o->randomness, "error | different | same")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"error", "different", "same"}));
+  sub->add_option("--chunk-size", o->chunk_size, "Sets computed at once")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--method", o->method, "Call this registered method instead of forward");
+  sub->add_flag("--loop", o->loop, "Call the sets one at a time");
+  sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  sub->add_option("--out", o->out,
+                  "Output safetensors file: 'output', or '0','1',... for a "
+                  "tuple, or the dict's keys")
+      ->required();
+  sub->footer(
+      "Example:\n"
+      "  tdvmap run --model 'Sequential(Linear(64,256), ReLU(), Dropout(0.1), Linear(256,10))' \\\n"
+      "      --params ensemble.safetensors --input input=x.safetensors --out y.safetensors\n"
+      "  tdvmap run --model 'MultiheadAttention(8, 2, batch_first=True)' --params mha.safetensors "
+      "\\\n"
+      "      --input query=q.safetensors --input key=k.safetensors --input value=v.safetensors \\\n"
+      "      --in-dim query=0 --out attn.safetensors");
+  return {"run", [o] { return run_run(*o); }};
+}
+
+}  // namespace tdvmap

@@ -1,0 +1,235 @@
+#include "vmap/functional_vmap.h"
+
+#include <algorithm>
+
+#include "engine/batching.h"
+#include "engine/ops.h"
+#include "engine/random.h"
+#include "vmap/rules/rules.h"
+#include "vmap/transform.h"
+
+namespace td::nn {
+namespace {
+
+// Checks that params has the structure of from_module(module) with per-set shapes that fit,
+// before any work is done.
+void check_params(const Module& module, const TensorDict& params) {
+  auto expected = TensorDict::from_module(module).leaves();
+  auto given = params.leaves();
+  int64_t nb = params.batch_dims();
+  for (const auto& [key, t] : expected) {
+    auto it = std::find_if(given.begin(), given.end(), [&](const auto& g) { return g.first == key; });
+    if (it == given.end())
+      throw_error<KeyError>("[functional_vmap] params has no key '", key,
+                            "' that the module has (shape ", t.shape(), ")");
+    Shape per_set(it->second.shape().begin() + nb, it->second.shape().end());
+    if (per_set != t.shape())
+      throw_error<ValueError>("[functional_vmap] params['", key, "'] has shape ",
+                              it->second.shape(), ": per set ", per_set, " after batch_size ",
+                              params.batch_size(), ", but the module's is ", t.shape());
+  }
+  for (const auto& [key, t] : given) {
+    bool known = std::any_of(expected.begin(), expected.end(),
+                             [&](const auto& e) { return e.first == key; });
+    if (!known)
+      throw_error<KeyError>("[functional_vmap] params has key '", key, "' (shape ", t.shape(),
+                            ") that the module does not have");
+  }
+}
+
+// Flattens dims d .. d+nb-1 of an input named in in_dims into one leading dim.
+Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
+                     const Shape& batch_size) {
+  int64_t nb = static_cast<int64_t>(batch_size.size());
+  int64_t d = dim < 0 ? dim + x.dim() : dim;
+  if (dim < -x.dim() || d + nb > x.dim())
+    throw_error<ValueError>("[functional_vmap] in_dims['", key, "'] = ", dim,
+                            " does not fit input '", key, "' of shape ", x.shape(),
+                            " with params.batch_size ", batch_size);
+  Shape got(x.shape().begin() + d, x.shape().begin() + d + nb);
+  if (got != batch_size)
+    throw_error<ValueError>("[functional_vmap] input '", key, "' of shape ", x.shape(),
+                            " has ", got, " at dim ", dim, " but params.batch_size is ",
+                            batch_size);
+  Tensor flat = nb == 1 ? x : x.flatten(d, d + nb - 1);
+  if (d == 0) return flat;
+  IntList perm{d};
+  for (int64_t i = 0; i < flat.dim(); ++i)
+    if (i != d) perm.push_back(i);
+  return flat.permute(perm);
+}
+
+// Gives every Tensor leaf the leading dims batch_size (unflattening dim 0).
+Value unflatten_outputs(const Value& v, const Shape& batch_size) {
+  if (v.is_tensordict()) {
+    const TensorDict& td = v.tensordict();
+    Shape bs = batch_size;
+    bs.insert(bs.end(), td.batch_size().begin() + 1, td.batch_size().end());
+    return td.apply([&](const Tensor& t) { return t.unflatten(0, batch_size); }, bs);
+  }
+  if (v.is_list()) {
+    ValueList out;
+    for (const auto& e : v.list()) out.push_back(unflatten_outputs(e, batch_size));
+    return out;
+  }
+  if (v.is_dict()) {
+    ValueDict out;
+    for (const auto& [k, e] : v.dict().items()) out.set(k, unflatten_outputs(e, batch_size));
+    return out;
+  }
+  if (v.is_tensor()) return v.tensor().unflatten(0, batch_size);
+  return v;
+}
+
+// Stacks per-set outputs of equal structure along a new dim 0.
+Value stack_outputs(const std::vector<Value>& outs) {
+  const Value& first = outs.front();
+  if (first.is_tensor()) {
+    std::vector<Tensor> ts;
+    for (const auto& o : outs) ts.push_back(o.tensor());
+    return stack(ts, 0);
+  }
+  if (first.is_tensordict()) {
+    std::vector<TensorDict> tds;
+    for (const auto& o : outs) tds.push_back(o.tensordict());
+    return TensorDict::stack(tds, 0);
+  }
+  if (first.is_list()) {
+    ValueList out;
+    for (size_t i = 0; i < first.list().size(); ++i) {
+      std::vector<Value> parts;
+      for (const auto& o : outs) parts.push_back(o.list().at(i));
+      out.push_back(stack_outputs(parts));
+    }
+    return out;
+  }
+  if (first.is_dict()) {
+    ValueDict out;
+    for (const auto& [k, _] : first.dict().items()) {
+      std::vector<Value> parts;
+      for (const auto& o : outs) parts.push_back(o.dict().at(k));
+      out.set(k, stack_outputs(parts));
+    }
+    return out;
+  }
+  return first;  // a non-tensor output is the same for every set
+}
+
+Value call(const Module& module, const std::string& method, const ValueList& args,
+           const ValueDict& kwargs) {
+  return const_cast<Module&>(module).call_method(method, args, kwargs);
+}
+
+// Buffers may be updated in place (BatchNorm running stats); keep a copy to put back if the
+// module throws, so a failed call leaves params as they were.
+struct BufferSnapshot {
+  std::vector<std::pair<Tensor, Tensor>> saved;  // (target, copy)
+  BufferSnapshot(const Module& module, const TensorDict& params) {
+    for (const auto& [key, _] : module.named_buffers())
+      if (params.contains(key)) {
+        Tensor t = params.get(key);
+        saved.emplace_back(t, t.clone());
+      }
+  }
+  void restore() {
+    for (auto& [target, copy] : saved) target.copy_(copy);
+  }
+};
+
+Value run_loop(const Module& module, const std::string& method, const TensorDict& params,
+               const ValueList& args, const ValueDict& kwargs,
+               const std::map<std::string, Tensor>& per_set, int64_t batch) {
+  RngState entry = rng_state();
+  uint64_t stream_end = entry.stream;
+  std::vector<Value> outs;
+  try {
+    for (int64_t i = 0; i < batch; ++i) {
+      // set i draws what it would draw as set i of a batched call with randomness "different"
+      set_rng_state({entry.seed, entry.stream, combine_set_key(entry.set_key, i)});
+      ValueDict kw = kwargs;
+      for (const auto& [key, x] : per_set) kw.set(key, x.select(0, i));
+      ParameterOverride override(module, params[i]);
+      outs.push_back(call(module, method, args, kw));
+      stream_end = std::max(stream_end, rng_state().stream);
+    }
+  } catch (...) {
+    set_rng_state(entry);
+    throw;
+  }
+  set_rng_state({entry.seed, stream_end, entry.set_key});
+  return stack_outputs(outs);
+}
+
+}  // namespace
+
+Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
+  const TensorDict& params = o.params;
+  const Shape& batch_size = params.batch_size();
+  int64_t nb = params.batch_dims();
+  if (o.chunk_size && *o.chunk_size <= 0)
+    throw_error<ValueError>("[functional_vmap] chunk_size must be None or > 0, got ",
+                            *o.chunk_size);
+  if (o.loop && o.randomness == Randomness::Same)
+    throw_error<ValueError>(
+        "[functional_vmap] loop=true cannot give every set the same random values "
+        "(randomness='same'); use loop=false or randomness='different'");
+  for (const auto& [key, dim] : o.in_dims)
+    if (!o.kwargs.contains(key))
+      throw_error<KeyError>("[functional_vmap] in_dims names '", key,
+                            "', which is not a key of kwargs");
+  if (!o.in_dims.empty() && nb == 0)
+    throw_error<ValueError>("[functional_vmap] in_dims is not empty but params has no batch "
+                            "dimension (batch_size [])");
+  check_params(module, params);
+  const std::string method = o.method.value_or("forward");
+
+  if (nb == 0) {  // one plain call with params
+    ParameterOverride override(module, params);
+    return call(module, method, o.args, o.kwargs);
+  }
+
+  std::map<std::string, Tensor> per_set;
+  for (const auto& [key, dim] : o.in_dims) {
+    const Value& v = o.kwargs.at(key);
+    if (!v.is_tensor())
+      throw_error<TypeError>("[functional_vmap] in_dims names '", key, "', which holds a ",
+                             v.kind_name(), ", not a Tensor");
+    per_set[key] = per_set_input(key, v.tensor(), dim, batch_size);
+  }
+  TensorDict flat = nb == 1 ? params : params.flatten_batch();
+  int64_t batch = flat.batch_size()[0];
+  BufferSnapshot snapshot(module, flat);
+
+  try {
+    Value out;
+    if (o.loop && batch > 0) {
+      out = run_loop(module, method, flat, o.args, o.kwargs, per_set, batch);
+    } else {
+      ensure_batch_rules();
+      ValueList vargs{Value(flat)};
+      VmapOptions vo;
+      vo.in_dims.push_back(0);
+      std::vector<std::string> keys;
+      for (const auto& [key, x] : per_set) {
+        keys.push_back(key);
+        vargs.push_back(x);
+        vo.in_dims.push_back(0);
+      }
+      vo.randomness = o.loop ? Randomness::Different : o.randomness;
+      vo.chunk_size = o.chunk_size;
+      auto f = [&](const ValueList& a) -> Value {
+        ValueDict kw = o.kwargs;
+        for (size_t i = 0; i < keys.size(); ++i) kw.set(keys[i], a[i + 1]);
+        ParameterOverride override(module, a[0].tensordict());
+        return call(module, method, o.args, kw);
+      };
+      out = vmap_call(f, vargs, vo);
+    }
+    return nb == 1 ? out : unflatten_outputs(out, batch_size);
+  } catch (...) {
+    snapshot.restore();
+    throw;
+  }
+}
+
+}  // namespace td::nn

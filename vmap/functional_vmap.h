@@ -1,0 +1,32 @@
+#pragma once
+// nn::functional_vmap: calls a module once per set of stacked parameters, in one batched call.
+// The C++ form of tensordict.nn.functional_vmap (see functional_vmap.md).
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+
+#include "engine/dispatch.h"
+#include "modules/module.h"
+#include "modules/tensordict.h"
+#include "modules/value.h"
+
+namespace td::nn {
+
+struct FunctionalVmapOptions {
+  TensorDict params;  // stacked parameters and buffers, shaped like from_module(module)
+  ValueList args = {};                     // positional inputs, shared by every set
+  ValueDict kwargs = {};                   // keyword inputs
+  std::map<std::string, int64_t> in_dims = {};  // kwargs key -> dim indexing the sets
+  Randomness randomness = Randomness::Error;
+  std::optional<int64_t> chunk_size = std::nullopt;  // sets computed at once
+  std::optional<std::string> method = std::nullopt;  // a registered method instead of forward
+  bool loop = false;  // call the sets one at a time (for modules vmap cannot handle)
+};
+
+// Every Tensor leaf of the result has params.batch_size() as leading dims. Never mutates the
+// module: parameters are substituted through a thread-local override. With stacked buffers in
+// training mode (BatchNorm), each set updates its own slice of them in params.
+Value functional_vmap(const Module& module, const FunctionalVmapOptions& options);
+
+}  // namespace td::nn

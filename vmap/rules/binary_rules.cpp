@@ -1,0 +1,29 @@
+// Broadcasting binary ops and where: batched operands get the bdim in front and are padded to
+// the largest per-set rank so that NumPy broadcasting lines the per-set dims up.
+#include <algorithm>
+
+#include "vmap/rules/rule_helpers.h"
+
+namespace td::rules {
+namespace {
+
+// B*, * -> B* ; Ba, Bb -> B(broadcast)
+std::vector<Batched> broadcast_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                    const OpAttrs& attrs) {
+  int64_t rank = 0;
+  for (const auto& b : in) rank = std::max(rank, logical_rank(b));
+  std::vector<Tensor> args;
+  for (const auto& b : in) args.push_back(b.bdim ? front_and_pad(b, rank) : b.value);
+  return one(call_op(ctx.op, args, attrs)[0], 0);
+}
+
+}  // namespace
+
+void register_binary_rules() {
+  for (OpId op : {OpId::add, OpId::sub, OpId::mul, OpId::div, OpId::pow, OpId::maximum,
+                  OpId::minimum, OpId::eq, OpId::ne, OpId::lt, OpId::le, OpId::gt, OpId::ge,
+                  OpId::logical_and, OpId::logical_or, OpId::where})
+    set_batch_rule(op, broadcast_rule);
+}
+
+}  // namespace td::rules

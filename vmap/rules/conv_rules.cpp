@@ -1,0 +1,84 @@
+// conv2d: fold the batch into N (batched input only) or into groups (batched weight).
+#include "engine/ops.h"
+#include "vmap/rules/rule_helpers.h"
+
+namespace td::rules {
+namespace {
+
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const OpAttrs& a, int64_t groups) {
+  return conv2d(x, w, b, a.stride, a.padding, a.dilation, groups);
+}
+
+// conv2d(x, w, b?):
+//   BNCHW, OCkk        -> (BN)CHW -> BNOH'W'
+//   NCHW, BOCkk (g=1)  -> w (BO)Ckk -> N(BO)H'W' -> NBOH'W' (bdim 1)
+//   (B)NCHW, BOCkk     -> N(BC)HW with groups*B, w (BO)Ckk -> N(BO)H'W' -> NBOH'W'
+// A per-set 3-D input [C, H, W] gets a unit N. A batched bias alone is added afterwards.
+std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                 const OpAttrs& attrs) {
+  Batched x = in[0], w = in[1];
+  Batched b = in.size() > 2 ? in[2] : Batched{};
+  int64_t bsz = ctx.batch_size;
+  int64_t xr = logical_rank(x);
+  if (xr != 3 && xr != 4)
+    throw_error<ValueError>("[conv2d] expected a 3-D or 4-D input, got per-set shape ",
+                            shape_str(per_set_shape(x)));
+  if (logical_rank(w) != 4)
+    throw_error<ValueError>("[conv2d] expected a 4-D weight, got per-set shape ",
+                            shape_str(per_set_shape(w)));
+  if (bsz == 0) {
+    // nothing to fold (groups * 0 is invalid): the per-set output shape, with no sets
+    auto per_set = [](const Batched& p) {
+      return p.value.defined() ? zeros(per_set_shape(p), p.value.dtype()) : Tensor();
+    };
+    Shape s = conv(per_set(x), per_set(w), per_set(b), attrs, attrs.groups).shape();
+    s.insert(s.begin(), 0);
+    return one(zeros(s, x.value.dtype()), 0);
+  }
+  Tensor xf = move_bdim_to_front(x);
+  if (xr == 3) {
+    xf = xf.unsqueeze(x.bdim ? 1 : 0);
+    x = {xf, x.bdim ? std::optional<int64_t>(0) : std::nullopt};
+  }
+  auto finish = [&](Tensor out, int64_t bdim) -> std::vector<Batched> {
+    if (xr == 3) out = out.select(bdim == 0 ? 1 : 0, 0);  // drop the unit N
+    return one(out, xr == 3 && bdim == 1 ? 0 : bdim);
+  };
+  Tensor y;
+  if (!w.bdim) {
+    if (x.bdim) {
+      // BNCHW -> (BN)CHW
+      Tensor x2 = xf.flatten(0, 1);
+      y = conv(x2, w.value, b.bdim ? Tensor() : b.value, attrs, attrs.groups);
+      y = y.unflatten(0, {bsz, xf.size(1)});  // [B, N, O, H', W']
+    } else {
+      y = conv(xf, w.value, Tensor(), attrs, attrs.groups).unsqueeze(0);  // only b is batched
+    }
+    if (b.bdim) {
+      Tensor bb = move_bdim_to_front(b);  // [B, O]
+      y = add(y, bb.view({bsz, 1, bb.size(1), 1, 1}));
+    }
+    return finish(y, 0);
+  }
+  Tensor wf = move_bdim_to_front(w);  // [B, O, C/g, kh, kw]
+  int64_t out_c = wf.size(1);
+  Tensor w2 = wf.flatten(0, 1);  // [(B O), C/g, kh, kw]
+  Tensor b2;
+  if (b.value.defined())
+    b2 = b.bdim ? move_bdim_to_front(b).reshape({bsz * out_c})
+                : b.value.unsqueeze(0).expand({bsz, out_c}).reshape({bsz * out_c});
+  if (!x.bdim && attrs.groups == 1) {
+    y = conv(xf, w2, b2, attrs, 1);  // [N, B*O, H', W']
+  } else {
+    Tensor xe = ensure_has_bdim(x, bsz);  // [B, N, C, H, W]
+    Tensor x2 = fold_bdim_into(xe, 1);    // [N, B*C, H, W]
+    y = conv(x2, w2, b2, attrs, attrs.groups * bsz);
+  }
+  return finish(y.unflatten(1, {bsz, out_c}), 1);
+}
+
+}  // namespace
+
+void register_conv_rules() { set_batch_rule(OpId::conv2d, conv2d_rule); }
+
+}  // namespace td::rules

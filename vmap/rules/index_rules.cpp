@@ -1,0 +1,65 @@
+// index_select and gather.
+#include "engine/ops.h"
+#include "vmap/rules/rule_helpers.h"
+
+namespace td::rules {
+namespace {
+
+// index_select(x, index) dim:
+//   B*, K          -> B*, dim + 1
+//   (B)*X*, BK     -> x with X after B: (BX)* ; index + arange(B)*X: (BK) -> (BK)* -> BK* -> B*K*
+std::vector<Batched> index_select_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                       const OpAttrs& attrs) {
+  const Batched& x = in[0];
+  const Batched& idx = in[1];
+  int64_t r = logical_rank(x);
+  int64_t d = wrap_dim("index_select", attrs.dim, r);
+  if (!idx.bdim) {
+    Tensor xf = move_bdim_to_front(x);
+    if (r == 0) return one(index_select(xf.unsqueeze(1), 1, idx.value).select(1, 0), 0);
+    return one(index_select(xf, d + 1, idx.value), 0);
+  }
+  if (logical_rank(idx) > 1)
+    throw_error<ValueError>("[index_select] index must be 0-d or 1-D, got per-set shape ",
+                            shape_str(per_set_shape(idx)));
+  int64_t bsz = ctx.batch_size;
+  Tensor xf = ensure_has_bdim(x, bsz);  // [B, *, X, *]
+  if (r == 0) xf = xf.unsqueeze(1);
+  Tensor xm = movedim(xf, d + 1, 1);  // [B, X, rest]
+  int64_t n = xm.size(1);
+  Shape rest(xm.shape().begin() + 2, xm.shape().end());
+  Shape flat_shape{bsz * n};
+  flat_shape.insert(flat_shape.end(), rest.begin(), rest.end());
+  Tensor table = xm.reshape(flat_shape);
+  Tensor i2 = move_bdim_to_front(idx);
+  bool scalar_idx = logical_rank(idx) == 0;
+  if (scalar_idx) i2 = i2.unsqueeze(1);  // [B, K]
+  int64_t k = i2.size(1);
+  Tensor flat = offset_indices("index_select", i2, n).reshape({bsz * k});
+  Tensor y = index_select(table, 0, flat);  // [B*K, rest]
+  Shape ys{bsz, k};
+  ys.insert(ys.end(), rest.begin(), rest.end());
+  Tensor out = movedim(y.view(ys), 1, d + 1);
+  if (r == 0) out = out.select(1, 0);
+  return one(out, 0);
+}
+
+// gather(x, index) dim: B*, B* -> B* (an unbatched side is expanded with stride 0)
+std::vector<Batched> gather_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                 const OpAttrs& attrs) {
+  int64_t r = logical_rank(in[0]);
+  int64_t d = wrap_dim("gather", attrs.dim, r);
+  Tensor xf = ensure_has_bdim(in[0], ctx.batch_size);
+  Tensor idx = ensure_has_bdim(in[1], ctx.batch_size);
+  if (r == 0) return one(gather(xf.unsqueeze(1), 1, idx.unsqueeze(1)).select(1, 0), 0);
+  return one(gather(xf, d + 1, idx), 0);
+}
+
+}  // namespace
+
+void register_index_rules() {
+  set_batch_rule(OpId::index_select, index_select_rule);
+  set_batch_rule(OpId::gather, gather_rule);
+}
+
+}  // namespace td::rules

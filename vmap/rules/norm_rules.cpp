@@ -1,0 +1,115 @@
+// layer_norm and batch_norm.
+#include "engine/ops.h"
+#include "vmap/rules/rule_helpers.h"
+
+namespace td::rules {
+namespace {
+
+// layer_norm(x, w?, b?): B*N -> B*N with the bdim in front (normalized dims are trailing);
+// batched w/b: normalise without them, then B*N * B1..N + B1..N.
+std::vector<Batched> layer_norm_rule(const RuleContext&, std::span<const Batched> in,
+                                     const OpAttrs& attrs) {
+  const Batched& x = in[0];
+  Batched w = in.size() > 1 ? in[1] : Batched{};
+  Batched b = in.size() > 2 ? in[2] : Batched{};
+  Tensor xf = move_bdim_to_front(x);
+  double eps = attrs.alpha;
+  if (!w.bdim && !b.bdim) return one(layer_norm(xf, attrs.sizes, w.value, b.value, eps), 0);
+  Tensor y = layer_norm(xf, attrs.sizes, {}, {}, eps);
+  Batched yb{y, x.bdim ? std::optional<int64_t>(0) : std::nullopt};
+  int64_t r = logical_rank(yb);
+  auto aligned = [&](const Batched& p) { return p.bdim ? front_and_pad(p, r) : p.value; };
+  if (w.value.defined()) y = mul(y, aligned(w));
+  if (b.value.defined()) y = add(y, aligned(b));
+  return one(y, 0);  // bdim-front: at least one of x, w, b is batched
+}
+
+// batch_norm(x, rm?, rv?, w?, b?) folds B into channels:
+//   BNC* -> N(BC)*, stats/affine BC -> (BC) ; out N(BC)* -> NBC*, bdim 1
+// Batched running stats are [B*C] views of the same storage when possible, so the in-place
+// update of training mode writes each set's slice.
+std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                     const OpAttrs& attrs) {
+  auto get = [&](size_t i) { return in.size() > i ? in[i] : Batched{}; };
+  Batched x = in[0], rm = get(1), rv = get(2), w = get(3), b = get(4);
+  int64_t bsz = ctx.batch_size;
+  bool training = attrs.training;
+  if (logical_rank(x) < 2)
+    throw_error<ValueError>(
+        "[batch_norm] expected an input of at least 2 dims (N, C, ...), got "
+        "per-set shape ",
+        shape_str(per_set_shape(x)));
+  bool stats_batched = rm.bdim || rv.bdim;
+  if (x.bdim && training && ((rm.value.defined() && !rm.bdim) || (rv.value.defined() && !rv.bdim)))
+    throw_error<RuntimeError>(
+        "batch_norm: the input is batched but running_mean/running_var are not; in training "
+        "they are updated in place, so stack them per set (e.g. functional_vmap over params "
+        "with stacked buffers from TensorDict::from_modules) or use track_running_stats=False "
+        "(per-set input shape ",
+        shape_str(per_set_shape(x)), ", running_mean shape ",
+        rm.value.defined() ? shape_str(rm.value.shape()) : std::string("None"), ")");
+  if (!x.bdim && !stats_batched) {
+    // only the affine params are batched: normalise once, then N C * x B1C1.. + B1C1..
+    Tensor y = batch_norm(x.value, rm.value, rv.value, {}, {}, training, attrs.alpha, attrs.beta);
+    int64_t r = y.dim();
+    auto aligned = [&](const Batched& p) {
+      if (!p.bdim) {
+        Shape s(r, 1);
+        s[1] = -1;
+        return p.value.view(s);  // [C] -> [1, C, 1..]
+      }
+      Tensor f = move_bdim_to_front(p);  // [B, C]
+      Shape s(r + 1, 1);
+      s[0] = bsz;
+      s[2] = f.size(1);
+      return f.view(s);
+    };
+    if (w.value.defined()) y = mul(y, aligned(w));
+    if (b.value.defined()) y = add(y, aligned(b));
+    return one(y, 0);
+  }
+  Tensor xf = ensure_has_bdim(x, bsz);  // [B, N, C, *]
+  int64_t c = xf.size(2);
+  Tensor x2 = fold_bdim_into(xf, 1);  // [N, B*C, *]
+  // [B, C] (or shared [C]) -> [B*C]; `view_ok` tells whether it shares the storage
+  auto flat = [&](const Batched& p, bool* view_ok) -> Tensor {
+    if (!p.value.defined()) return {};
+    if (!p.bdim) return p.value.unsqueeze(0).expand({bsz, c}).reshape({bsz * c});
+    Tensor f = move_bdim_to_front(p);
+    if (view_ok && f.is_contiguous()) {
+      try {
+        Tensor v = f.view({bsz * c});
+        *view_ok = true;
+        return v;
+      } catch (const RuntimeError&) {
+      }
+    }
+    if (view_ok) *view_ok = false;
+    return f.contiguous().view({bsz * c});
+  };
+  bool rm_view = true, rv_view = true;
+  Tensor rm2 = flat(rm, &rm_view), rv2 = flat(rv, &rv_view);
+  Tensor w2 = flat(w, nullptr), b2 = flat(b, nullptr);
+  Tensor y = batch_norm(x2, rm2, rv2, w2, b2, training, attrs.alpha, attrs.beta);
+  if (training) {
+    // stats computed into temporaries: write each set's slice back
+    if (rm.bdim && !rm_view) {
+      Tensor dst = move_bdim_to_front(rm);
+      copy_(dst, rm2.view({bsz, c}));
+    }
+    if (rv.bdim && !rv_view) {
+      Tensor dst = move_bdim_to_front(rv);
+      copy_(dst, rv2.view({bsz, c}));
+    }
+  }
+  return one(y.unflatten(1, {bsz, c}), 1);
+}
+
+}  // namespace
+
+void register_norm_rules() {
+  set_batch_rule(OpId::layer_norm, layer_norm_rule);
+  set_batch_rule(OpId::batch_norm, batch_norm_rule);
+}
+
+}  // namespace td::rules

@@ -1,0 +1,24 @@
+// Pooling: fold the batch into N.
+#include "vmap/rules/rule_helpers.h"
+
+namespace td::rules {
+namespace {
+
+// BNCHW -> (BN)CHW -> BNCH'W' ; a per-set 3-D input BCHW pools as is
+std::vector<Batched> pool_rule(const RuleContext& ctx, std::span<const Batched> in,
+                               const OpAttrs& attrs) {
+  Tensor x = move_bdim_to_front(in[0]);
+  if (logical_rank(in[0]) != 4) return one(call_op(ctx.op, {&x, 1}, attrs)[0], 0);
+  Tensor x2 = x.flatten(0, 1);
+  Tensor y = call_op(ctx.op, {&x2, 1}, attrs)[0];
+  return one(y.unflatten(0, {ctx.batch_size, x.size(1)}), 0);
+}
+
+}  // namespace
+
+void register_pool_rules() {
+  set_batch_rule(OpId::max_pool2d, pool_rule);
+  set_batch_rule(OpId::avg_pool2d, pool_rule);
+}
+
+}  // namespace td::rules

@@ -1,0 +1,96 @@
+// Random ops. rand/randn draw every set of every visible Different level in one kernel, keyed
+// by the set's global index so draws do not depend on chunking; bernoulli/dropout decompose
+// into public ops (their composite impl) run with the level visible again.
+#include "engine/batching.h"
+#include "engine/ops/impls.h"
+#include "engine/random.h"
+#include "vmap/rules/rule_helpers.h"
+
+namespace td::rules {
+namespace {
+
+// () -> [B_a, B_b, .., B_L, *shape] with one dim per Different level; lower ones get tagged.
+std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
+                               const OpAttrs& attrs) {
+  const char* name = op_name(ctx.op);
+  std::vector<VmapLevel> levels(active_levels().begin(), active_levels().end());
+  levels.push_back({ctx.level, ctx.batch_size, ctx.randomness, ctx.set_offset});
+  for (const auto& l : levels)
+    if (l.randomness == Randomness::Error)
+      throw_error<RuntimeError>("[", name,
+                                "] vmap: random operation with randomness='error'; pass "
+                                "randomness='different' or 'same'");
+  if (!is_floating(attrs.dtype))
+    throw_error<TypeError>("[", name, "] expects a floating dtype, got ", dtype_name(attrs.dtype));
+  check_sizes(name, attrs.sizes);
+  std::vector<VmapLevel> diff;
+  for (const auto& l : levels)
+    if (l.randomness == Randomness::Different) diff.push_back(l);
+  Shape phys;
+  for (const auto& l : diff) phys.push_back(l.batch_size);
+  phys.insert(phys.end(), attrs.sizes.begin(), attrs.sizes.end());
+  Tensor out = Tensor::empty(phys, attrs.dtype);
+  count_kernel(KernelKind::Random);
+  RngState st = rng_state();
+  uint64_t stream = next_rng_stream();
+  int64_t n = shape_numel(attrs.sizes);
+  int64_t sets = 1;
+  for (const auto& l : diff) sets *= l.batch_size;
+  bool normal = ctx.op == OpId::randn;
+  std::vector<int64_t> idx(diff.size(), 0);
+  for (int64_t s = 0; s < sets && n > 0; ++s) {
+    // set index s -> (i_a, i_b, ..) row-major, and its key
+    int64_t rem = s;
+    for (size_t j = diff.size(); j-- > 0;) {
+      idx[j] = rem % diff[j].batch_size;
+      rem /= diff[j].batch_size;
+    }
+    uint64_t key = st.set_key;
+    for (size_t j = 0; j < diff.size(); ++j)
+      key = combine_set_key(key, static_cast<uint64_t>(diff[j].set_offset + idx[j]));
+    if (attrs.dtype == kFloat32) {
+      float* p = static_cast<float*>(out.raw_data()) + s * n;
+      normal ? philox_normal(p, n, st.seed, stream, key)
+             : philox_uniform(p, n, st.seed, stream, key);
+    } else {
+      double* p = static_cast<double*>(out.raw_data()) + s * n;
+      normal ? philox_normal(p, n, st.seed, stream, key)
+             : philox_uniform(p, n, st.seed, stream, key);
+    }
+  }
+  // tag the lower Different levels (each is now the front logical dim), in level order
+  bool top_different = ctx.randomness == Randomness::Different;
+  size_t lower = diff.size() - (top_different ? 1 : 0);
+  for (size_t j = 0; j < lower; ++j) out = add_batch_tag(out, diff[j].level, 0);
+  return one(out, top_different ? std::optional<int64_t>(0) : std::nullopt);
+}
+
+// Re-tags the inputs at this level and runs the op's composite impl (rand + compare + mul ..)
+// with the level visible, so each public op it calls takes its own rule.
+std::vector<Batched> decomposition_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                        const OpAttrs& attrs) {
+  std::vector<Tensor> args;
+  for (const auto& b : in)
+    args.push_back(b.value.defined() && b.bdim ? add_batch_tag(b.value, ctx.level, *b.bdim)
+                                               : b.value);
+  std::vector<Tensor> outs;
+  {
+    ShowLevelsScope show(ctx.level);
+    outs = op_info(ctx.op).impl(args, attrs);
+  }
+  std::vector<Batched> result;
+  for (const auto& o : outs)
+    result.push_back(o.defined() ? remove_batch_tag(o, ctx.level) : Batched{});
+  return result;
+}
+
+}  // namespace
+
+void register_random_rules() {
+  set_batch_rule(OpId::rand, rand_rule);
+  set_batch_rule(OpId::randn, rand_rule);
+  set_batch_rule(OpId::bernoulli, decomposition_rule);
+  set_batch_rule(OpId::dropout, decomposition_rule);
+}
+
+}  // namespace td::rules

@@ -1,0 +1,69 @@
+// Reductions and softmax: per-set dims shift past the front batch dim; "all dims" means all
+// per-set dims, so the batch is never reduced.
+#include "vmap/rules/rule_helpers.h"
+
+namespace td::rules {
+namespace {
+
+// B*, dims -> B*(reduced); 0-d per-set tensors reduce a size-1 stand-in dim
+std::vector<Batched> reduce_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                 const OpAttrs& attrs) {
+  const char* name = op_name(ctx.op);
+  Tensor x = move_bdim_to_front(in[0]);
+  int64_t rank = logical_rank(in[0]);
+  OpAttrs a = attrs;
+  bool arg = ctx.op == OpId::argmax || ctx.op == OpId::argmin;
+  if (rank == 0) {
+    for (int64_t d : attrs.dims) wrap_dim(name, d, 0);
+    a.dims = {1};
+    a.keepdim = false;
+    Tensor u = x.unsqueeze(1);
+    return one(call_op(ctx.op, {&u, 1}, a)[0], 0);
+  }
+  if (arg && attrs.dims.empty()) {
+    // flattened per set: B* -> B(n) -> B, then keepdim restores per-set 1s
+    Tensor f = x.flatten(1, -1);
+    a.dims = {1};
+    a.keepdim = false;
+    Tensor r = call_op(ctx.op, {&f, 1}, a)[0];
+    if (attrs.keepdim) {
+      Shape s(rank + 1, 1);
+      s[0] = x.size(0);
+      r = r.view(s);
+    }
+    return one(r, 0);
+  }
+  a.dims.clear();
+  if (attrs.dims.empty()) {
+    for (int64_t d = 1; d <= rank; ++d) a.dims.push_back(d);
+  } else {
+    for (int64_t d : attrs.dims) a.dims.push_back(wrap_dim(name, d, rank) + 1);
+  }
+  return one(call_op(ctx.op, {&x, 1}, a)[0], 0);
+}
+
+// B*, dim -> B*
+std::vector<Batched> softmax_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                  const OpAttrs& attrs) {
+  Tensor x = move_bdim_to_front(in[0]);
+  int64_t rank = logical_rank(in[0]);
+  OpAttrs a = attrs;
+  a.dim = wrap_dim(op_name(ctx.op), attrs.dim, rank) + 1;
+  if (rank == 0) {
+    Tensor u = x.unsqueeze(1);
+    return one(call_op(ctx.op, {&u, 1}, a)[0].squeeze(1), 0);
+  }
+  return one(call_op(ctx.op, {&x, 1}, a)[0], 0);
+}
+
+}  // namespace
+
+void register_reduce_rules() {
+  for (OpId op : {OpId::sum, OpId::mean, OpId::var, OpId::std, OpId::amax, OpId::amin, OpId::argmax,
+                  OpId::argmin})
+    set_batch_rule(op, reduce_rule);
+  set_batch_rule(OpId::softmax, softmax_rule);
+  set_batch_rule(OpId::log_softmax, softmax_rule);
+}
+
+}  // namespace td::rules

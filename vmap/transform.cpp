@@ -1,0 +1,260 @@
+#include "vmap/transform.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "engine/batching.h"
+#include "engine/ops.h"
+#include "engine/random.h"
+#include "vmap/rules/rule_helpers.h"
+#include "vmap/rules/rules.h"
+
+namespace td {
+namespace {
+
+// in_dim / out_dim range check: IndexError with the expected range and the shape.
+int64_t check_dim(const char* what, int64_t d, int64_t ndim, size_t index, const Shape& shape) {
+  if (d < -ndim || d >= ndim)
+    throw_error<IndexError>("vmap: ", what, " ", d, " is out of range for ",
+                            what[0] == 'i' ? "argument " : "output ", index, " of shape ",
+                            shape_str(shape), "; expected -ndim <= ", what,
+                            " < ndim with ndim = ", ndim);
+  return d < 0 ? d + ndim : d;
+}
+
+// Calls leaf(t, dim) on every Tensor leaf of v, where dim is the normalised in_dim of that leaf
+// (a TensorDict's in_dim indexes its batch dims), and rebuilds v with the results; TensorDicts
+// lose the mapped batch dim when `drop_td_dim`.
+Value map_in(const Value& v, int64_t in_dim, size_t arg,
+             const std::function<Tensor(const Tensor&, int64_t)>& leaf, bool drop_td_dim) {
+  switch (v.kind()) {
+    case Value::Kind::Tensor: {
+      const Tensor& t = v.tensor();
+      return Value(leaf(t, check_dim("in_dim", in_dim, t.dim(), arg, t.shape())));
+    }
+    case Value::Kind::TensorDict: {
+      const TensorDict& d = v.tensordict();
+      int64_t nd = check_dim("in_dim", in_dim, d.batch_dims(), arg, d.batch_size());
+      Shape bs = d.batch_size();
+      if (drop_td_dim) bs.erase(bs.begin() + nd);
+      return Value(d.apply([&](const Tensor& t) { return leaf(t, nd); }, bs));
+    }
+    case Value::Kind::List: {
+      ValueList out;
+      for (const auto& x : v.list()) out.push_back(map_in(x, in_dim, arg, leaf, drop_td_dim));
+      return Value(std::move(out));
+    }
+    case Value::Kind::Dict: {
+      ValueDict out;
+      for (const auto& [k, x] : v.dict().items())
+        out.set(k, map_in(x, in_dim, arg, leaf, drop_td_dim));
+      return Value(std::move(out));
+    }
+    default:
+      return v;
+  }
+}
+
+struct OutCtx {
+  int level;
+  int64_t n;  // this chunk's batch size
+  size_t index;
+};
+
+// Removes the level's tag from a leaf and puts the batch dim at out_dim (a leaf that does not
+// depend on the sets is expanded with stride 0). `od` is already normalised.
+Tensor finish_leaf(const Tensor& t, std::optional<int64_t> od, const OutCtx& c) {
+  Batched b = remove_batch_tag(t, c.level);
+  if (!od) {
+    if (b.bdim)
+      throw_error<ValueError>("vmap: out_dims is None for output ", c.index,
+                              ", but it is batched (per-set shape ",
+                              shape_str(rules::per_set_shape(b)),
+                              "); None is only allowed for outputs that do not depend on the "
+                              "batched inputs");
+    return t;
+  }
+  if (b.bdim) return rules::movedim(b.value, *b.bdim, *od);
+  Shape s = t.shape();
+  s.insert(s.begin() + *od, c.n);
+  return t.unsqueeze(*od).expand(s);
+}
+
+// Applies finish_leaf over the output tree of each chunk and concatenates chunk results.
+Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const OutCtx& c0,
+             const std::vector<int64_t>& chunk_sizes) {
+  const Value& v = outs[0];
+  auto per_chunk = [&](auto&& get) {
+    std::vector<Value> parts;
+    for (const auto& o : outs) parts.push_back(get(o));
+    return parts;
+  };
+  switch (v.kind()) {
+    case Value::Kind::Tensor: {
+      std::vector<Tensor> parts;
+      std::optional<int64_t> nd;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        const Tensor& t = outs[i].tensor();
+        OutCtx c{c0.level, chunk_sizes[i], c0.index};
+        // t.dim() is the per-set rank (the level's tag is hidden)
+        if (od) nd = check_dim("out_dim", *od, t.dim() + 1, c.index, t.shape());
+        parts.push_back(finish_leaf(t, nd, c));
+      }
+      if (parts.size() == 1 || !od) return Value(parts[0]);
+      return Value(cat(parts, *nd));
+    }
+    case Value::Kind::TensorDict: {
+      const TensorDict& d = v.tensordict();
+      std::optional<int64_t> nd;
+      if (od) nd = check_dim("out_dim", *od, d.batch_dims() + 1, c0.index, d.batch_size());
+      std::vector<TensorDict> parts;
+      for (size_t i = 0; i < outs.size(); ++i) {
+        OutCtx c{c0.level, chunk_sizes[i], c0.index};
+        const TensorDict& di = outs[i].tensordict();
+        Shape bs = di.batch_size();
+        if (nd) bs.insert(bs.begin() + *nd, c.n);
+        parts.push_back(di.apply([&](const Tensor& t) { return finish_leaf(t, nd, c); }, bs));
+      }
+      if (parts.size() == 1 || !od) return Value(parts[0]);
+      int64_t total = 0;
+      for (int64_t n : chunk_sizes) total += n;
+      Shape bs = parts[0].batch_size();
+      bs[*nd] = total;
+      size_t leaf = 0;
+      std::vector<std::vector<Tensor>> leaves;
+      for (const auto& p : parts) {
+        auto ls = p.leaves();
+        if (leaves.empty()) leaves.resize(ls.size());
+        for (size_t k = 0; k < ls.size(); ++k) leaves[k].push_back(ls[k].second);
+      }
+      return Value(parts[0].apply([&](const Tensor&) { return cat(leaves[leaf++], *nd); }, bs));
+    }
+    case Value::Kind::List: {
+      ValueList out;
+      for (size_t k = 0; k < v.list().size(); ++k)
+        out.push_back(
+            finish(per_chunk([&](const Value& o) { return o.list()[k]; }), od, c0, chunk_sizes));
+      return Value(std::move(out));
+    }
+    case Value::Kind::Dict: {
+      ValueDict out;
+      for (const auto& [key, x] : v.dict().items())
+        out.set(key, finish(per_chunk([&](const Value& o) { return o.dict().at(key); }), od, c0,
+                            chunk_sizes));
+      return Value(std::move(out));
+    }
+    default:
+      return v;
+  }
+}
+
+}  // namespace
+
+Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList& args,
+                const VmapOptions& o) {
+  ensure_batch_rules();
+  if (o.chunk_size && *o.chunk_size <= 0)
+    throw_error<ValueError>("vmap: chunk_size should be None or greater than 0 (got ",
+                            *o.chunk_size, ")");
+  std::vector<std::optional<int64_t>> in_dims = o.in_dims;
+  if (in_dims.empty()) in_dims.assign(args.size(), 0);
+  if (in_dims.size() != args.size())
+    throw_error<ValueError>("vmap: in_dims is not compatible with the structure of inputs: got ",
+                            in_dims.size(), " in_dims for ", args.size(), " arguments");
+
+  // the batch size: every mapped leaf must agree
+  std::vector<std::pair<size_t, int64_t>> sizes;  // (argument, size)
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (!in_dims[i]) continue;
+    map_in(
+        args[i], *in_dims[i], i,
+        [&](const Tensor& t, int64_t d) {
+          sizes.emplace_back(i, t.size(d));
+          return t;
+        },
+        false);
+  }
+  if (sizes.empty())
+    throw_error<ValueError>(
+        "vmap: at least one input must be batched (in_dims are all None, or no argument with an "
+        "in_dim holds a tensor)");
+  int64_t batch = sizes[0].second;
+  for (const auto& [arg, n] : sizes) {
+    if (n == batch) continue;
+    std::ostringstream os;
+    for (size_t k = 0; k < sizes.size(); ++k)
+      os << (k ? ", " : "") << sizes[k].second << " (argument " << sizes[k].first << ")";
+    throw_error<ValueError>(
+        "vmap: expected all tensors to have the same size in the mapped dimension, got sizes ",
+        os.str());
+  }
+
+  // chunks: [c]*(B/c) + [B%c]; a batch of size 0 still runs once
+  int64_t c = o.chunk_size ? *o.chunk_size : std::max<int64_t>(batch, 1);
+  std::vector<std::pair<int64_t, int64_t>> chunks;
+  for (int64_t s = 0; s < batch; s += c) chunks.emplace_back(s, std::min(c, batch - s));
+  if (chunks.empty()) chunks.emplace_back(0, 0);
+  bool chunked = chunks.size() > 1;
+
+  RngState saved = rng_state(), after_first = saved;
+  std::vector<Value> outs;
+  std::vector<int64_t> chunk_sizes;
+  int level = 0;
+  for (size_t k = 0; k < chunks.size(); ++k) {
+    auto [start, n] = chunks[k];
+    set_rng_state(saved);  // each set's draws do not depend on the chunking
+    {
+      VmapLevelScope scope(n, o.randomness, start);
+      level = scope.level();
+      ValueList inner;
+      for (size_t i = 0; i < args.size(); ++i) {
+        if (!in_dims[i]) {
+          inner.push_back(args[i]);
+          continue;
+        }
+        inner.push_back(map_in(
+            args[i], *in_dims[i], i,
+            [&](const Tensor& t, int64_t d) {
+              Tensor part = chunked ? t.narrow(d, start, n) : t;
+              return add_batch_tag(part, level, d);
+            },
+            true));
+      }
+      outs.push_back(f(inner));
+    }
+    chunk_sizes.push_back(n);
+    if (k == 0) after_first = rng_state();
+  }
+  set_rng_state(after_first);
+
+  // outputs: out_dims per top-level output
+  const Value& first = outs[0];
+  if (o.out_dims.size() > 1) {
+    if (!first.is_list() || first.list().size() != o.out_dims.size())
+      throw_error<ValueError>(
+          "vmap: out_dims is not compatible with the structure of the "
+          "outputs: got ",
+          o.out_dims.size(), " out_dims for ", first.is_list() ? first.list().size() : 1,
+          " outputs");
+    ValueList out;
+    for (size_t j = 0; j < o.out_dims.size(); ++j) {
+      std::vector<Value> parts;
+      for (const auto& v : outs) parts.push_back(v.list()[j]);
+      out.push_back(finish(parts, o.out_dims[j], {level, 0, j}, chunk_sizes));
+    }
+    return Value(std::move(out));
+  }
+  std::optional<int64_t> od = o.out_dims.empty() ? std::optional<int64_t>(0) : o.out_dims[0];
+  if (first.is_list() && !first.list().empty()) {
+    ValueList out;
+    for (size_t j = 0; j < first.list().size(); ++j) {
+      std::vector<Value> parts;
+      for (const auto& v : outs) parts.push_back(v.list()[j]);
+      out.push_back(finish(parts, od, {level, 0, j}, chunk_sizes));
+    }
+    return Value(std::move(out));
+  }
+  return finish(outs, od, {level, 0, 0}, chunk_sizes);
+}
+
+}  // namespace td

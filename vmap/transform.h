@@ -1,0 +1,124 @@
+#pragma once
+// td::vmap: maps a function of Tensors / TensorDicts / Values over a batch dim of its inputs.
+//
+//   auto bmm = vmap([](Tensor a, Tensor b) { return matmul(a, b); },
+//                   {.in_dims = {0, std::nullopt}});
+//   Tensor c = bmm(randn({5, 3, 4}), randn({4, 2}));  // [5, 3, 2]
+//
+// Each call pushes a vmap level: inputs get a batch tag at that level, every op inside runs its
+// batching rule (so the function sees per-set shapes), and outputs have the batch dim moved to
+// out_dims. Nested vmaps tag at higher levels.
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "engine/dispatch.h"
+#include "engine/tensor.h"
+#include "modules/tensordict.h"
+#include "modules/value.h"
+
+namespace td {
+
+struct VmapOptions {
+  // One per positional argument (empty: 0 for all); nullopt = shared. Negative dims count from
+  // the end. A TensorDict's in_dim indexes its batch dims; a list/dict's applies to each leaf.
+  std::vector<std::optional<int64_t>> in_dims = {};
+  // Empty: 0 for every output; one entry: for all outputs; else one per top-level list entry.
+  std::vector<std::optional<int64_t>> out_dims = {};
+  Randomness randomness = Randomness::Error;
+  // Sets per call (> 0); any value gives the same result as none.
+  std::optional<int64_t> chunk_size = std::nullopt;
+};
+
+// The non-template core: runs f over the batch of args.
+Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList& args,
+                const VmapOptions& options);
+
+namespace detail {
+
+template <class T>
+struct IsTuple : std::false_type {};
+template <class... Ts>
+struct IsTuple<std::tuple<Ts...>> : std::true_type {};
+
+template <class T>
+Value to_value(const T& x) {
+  if constexpr (std::is_same_v<T, Value>) {
+    return x;
+  } else if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, TensorDict> ||
+                       std::is_same_v<T, ValueList> || std::is_same_v<T, ValueDict>) {
+    return Value(x);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return Value(x);
+  } else if constexpr (std::is_integral_v<T>) {
+    return Value(static_cast<int64_t>(x));
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return Value(static_cast<double>(x));
+  } else if constexpr (IsTuple<T>::value) {
+    ValueList l;
+    std::apply([&](const auto&... e) { (l.push_back(to_value(e)), ...); }, x);
+    return Value(std::move(l));
+  } else {  // a std::vector of convertible values
+    ValueList l;
+    for (const auto& e : x) l.push_back(to_value(e));
+    return Value(std::move(l));
+  }
+}
+
+template <class T>
+T from_value(const Value& v) {
+  if constexpr (std::is_same_v<T, Value>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, Tensor>) {
+    return v.tensor();
+  } else if constexpr (std::is_same_v<T, TensorDict>) {
+    return v.tensordict();
+  } else if constexpr (std::is_same_v<T, ValueList>) {
+    return v.list();
+  } else if constexpr (std::is_same_v<T, ValueDict>) {
+    return v.dict();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v.to_bool();
+  } else if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(v.to_int());
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(v.to_double());
+  } else if constexpr (IsTuple<T>::value) {
+    return [&]<size_t... I>(std::index_sequence<I...>) {
+      return T{from_value<std::tuple_element_t<I, T>>(v[I])...};
+    }
+    (std::make_index_sequence<std::tuple_size_v<T>>{});
+  } else {
+    T out;
+    for (const auto& e : v.list()) out.push_back(from_value<typename T::value_type>(e));
+    return out;
+  }
+}
+
+template <class... Args, class F, size_t... I>
+Value call_unpacked(const F& f, const ValueList& l, std::index_sequence<I...>) {
+  return to_value(f(from_value<Args>(l[I])...));
+}
+
+}  // namespace detail
+
+// Returns a callable taking the same arguments as f (any mix of Tensor, TensorDict, Value) and
+// returning f's return type with the batch dim added at out_dims.
+template <class F>
+auto vmap(F f, VmapOptions options = {}) {
+  return [f = std::move(f), options = std::move(options)](const auto&... args) {
+    using R = std::invoke_result_t<const F&, std::decay_t<decltype(args)>...>;
+    ValueList list{detail::to_value(args)...};
+    auto fn = [&f](const ValueList& l) -> Value {
+      return detail::call_unpacked<std::decay_t<decltype(args)>...>(
+          f, l, std::index_sequence_for<decltype(args)...>{});
+    };
+    return detail::from_value<R>(vmap_call(fn, list, options));
+  };
+}
+
+}  // namespace td

@@ -184,7 +184,7 @@ int run_bench(BenchOptions o) {
   }
 
   Progress progress;
-  nlohmann::json json = nlohmann::json::array();
+  nlohmann::ordered_json json = nlohmann::ordered_json::array();
   if (o.peak) {
     progress.show(0, 1, "sgemm_1024", "matmul");
     double g = sgemm_gflops(o);

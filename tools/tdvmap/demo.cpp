@@ -93,7 +93,7 @@ int run_demo(const DemoOptions& o) {
   char buf[200];
   std::snprintf(buf, sizeof buf,
                 "   functional_vmap: %.0f us per call; loop = true: %.0f us per call; "
-                "%.1fx faster batched\n",
+                "speedup %.2fx\n",
                 t_vmap, t_loop, t_loop / t_vmap);
   std::cout << buf
             << "\nNext: 'tdvmap bench' for the full benchmark, 'tdvmap run --help' to run "

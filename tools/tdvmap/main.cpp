@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
       "tdvmap: run one module over many stacked parameter sets in one batched call "
       "(td::nn::functional_vmap)."};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("tdvmap ") + TD_VERSION);
   app.footer(
       "Examples:\n"
       "  tdvmap demo\n"

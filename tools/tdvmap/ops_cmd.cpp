@@ -14,7 +14,7 @@ namespace {
 
 int run_ops(bool json) {
   td::ensure_batch_rules();
-  nlohmann::json out = nlohmann::json::array();
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   int native = 0;
   const int n = td::num_ops();
   if (!json) std::printf("%-14s %-10s %s\n", "op", "family", "batching");

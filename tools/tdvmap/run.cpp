@@ -166,7 +166,15 @@ int run_run(const RunOptions& o) {
     options.kwargs.set(name, load_input(name, path));
   }
 
-  td::Value result = nn::functional_vmap(*model, options);
+  td::Value result;
+  try {
+    result = nn::functional_vmap(*model, options);
+  } catch (const td::RuntimeError& e) {
+    if (options.randomness != td::Randomness::Error ||
+        std::string(e.what()).find("randomness") == std::string::npos)
+      throw;
+    td::throw_error<td::RuntimeError>(e.what(), " (tdvmap: give --randomness different or same)");
+  }
   TensorDict out;
   collect(result, "output", out);
   out.save_safetensors(o.out);

@@ -2,7 +2,10 @@
 
 #include <atomic>
 #include <cstdlib>
+#include <mutex>
 #include <new>
+#include <unordered_map>
+#include <vector>
 
 namespace td {
 namespace {
@@ -15,17 +18,78 @@ void note_alloc(int64_t n) {
   while (now > peak && !g_peak.compare_exchange_weak(peak, now)) {
   }
 }
+
+// A caching allocator: freed blocks are kept by size and handed out again, so the buffers of a
+// repeated call (an ensemble evaluated again and again) cost neither malloc nor page faults.
+class BlockCache {
+ public:
+  static size_t round(size_t n) {
+    if (n <= 4096) return n == 0 ? 64 : (n + 63) / 64 * 64;
+    return (n + 4095) / 4096 * 4096;
+  }
+  void* get(size_t rounded) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = free_.find(rounded);
+      if (it != free_.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        cached_ -= rounded;
+        return p;
+      }
+    }
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p) {
+      release_all();
+      p = std::aligned_alloc(64, rounded);
+      if (!p) throw std::bad_alloc();
+    }
+    return p;
+  }
+  void put(void* p, size_t rounded) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kSanitizing || cached_ + rounded > kMaxCached) {
+      std::free(p);
+      return;
+    }
+    free_[rounded].push_back(p);
+    cached_ += rounded;
+  }
+  void release_all() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& [size, blocks] : free_)
+      for (void* p : blocks) std::free(p);
+    free_.clear();
+    cached_ = 0;
+  }
+  ~BlockCache() { release_all(); }
+
+ private:
+  static constexpr size_t kMaxCached = size_t{1} << 30;
+#ifdef __SANITIZE_ADDRESS__
+  static constexpr bool kSanitizing = true;  // let ASan see every use after free
+#else
+  static constexpr bool kSanitizing = false;
+#endif
+  std::mutex mutex_;
+  std::unordered_map<size_t, std::vector<void*>> free_;
+  size_t cached_ = 0;
+};
+
+BlockCache& cache() {
+  static BlockCache* c = new BlockCache();  // never destroyed: storages may outlive statics
+  return *c;
+}
+
 }  // namespace
 
 Storage::Storage(size_t nbytes) : nbytes_(nbytes) {
-  size_t rounded = (nbytes + 63) / 64 * 64;
-  data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!data_) throw std::bad_alloc();
+  data_ = cache().get(BlockCache::round(nbytes));
   note_alloc(static_cast<int64_t>(nbytes));
 }
 
 Storage::~Storage() {
-  std::free(data_);
+  cache().put(data_, BlockCache::round(nbytes_));
   g_current.fetch_sub(static_cast<int64_t>(nbytes_));
 }
 
@@ -33,5 +97,6 @@ std::shared_ptr<Storage> make_storage(size_t nbytes) { return std::make_shared<S
 
 MemoryStats memory_stats() { return {g_current.load(), g_peak.load()}; }
 void reset_peak_memory() { g_peak.store(g_current.load()); }
+void empty_cache() { cache().release_all(); }
 
 }  // namespace td

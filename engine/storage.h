@@ -29,5 +29,7 @@ struct MemoryStats {
 };
 MemoryStats memory_stats();
 void reset_peak_memory();  // peak := current
+// Returns the blocks the caching allocator keeps for reuse to the system.
+void empty_cache();
 
 }  // namespace td

@@ -2,6 +2,8 @@
 // batch dim first, last, absent (shared) and mixed across inputs, and under two nested levels.
 #include <doctest/doctest.h>
 
+#include <sstream>
+
 #include <cmath>
 #include <functional>
 #include <map>
@@ -426,8 +428,10 @@ void check_placement(const Case& c, const std::vector<int>& place) {
     args.push_back(stack(per, d));
     dims.push_back(place[k] == 0 ? 0 : -1);
   }
-  std::string what = c.name + " placement";
-  for (int p : place) what += " " + std::to_string(p);
+  std::ostringstream what_os;
+  what_os << c.name << " placement";
+  for (int p : place) what_os << ' ' << p;
+  const std::string what = what_os.str();
   bool first_shared = place[0] == 2;
   if (c.kind == Kind::InPlace && first_shared) {
     // self unbatched, other batched: the in-place error

@@ -1,5 +1,6 @@
 #include "engine/random.h"
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cmath>
@@ -21,24 +22,9 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
-std::array<uint32_t, 4> philox(std::array<uint32_t, 4> c, uint32_t k0, uint32_t k1) {
-  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
-  for (int r = 0; r < 10; ++r) {
-    uint64_t p0 = uint64_t(kM0) * c[0], p1 = uint64_t(kM1) * c[2];
-    c = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1,
-         uint32_t(p0)};
-    k0 += kW0;
-    k1 += kW1;
-  }
-  return c;
-}
-
+// Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"), below.
 struct Block {
   uint32_t k0, k1, stream, s0, s1;
-  std::array<uint32_t, 4> at(uint64_t block) const {
-    return philox({uint32_t(block), stream, s0 ^ uint32_t(block >> 32) * 0x9E3779B9u, s1}, k0, k1);
-  }
 };
 
 Block make_block(uint64_t seed, uint64_t stream, uint64_t set_key) {
@@ -54,6 +40,25 @@ inline double to_double(uint32_t hi, uint32_t lo) {
 
 }  // namespace
 
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
+  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
+  for (int r = 0; r < 10; ++r) {
+    uint64_t p0 = uint64_t(kM0) * c[0], p1 = uint64_t(kM1) * c[2];
+    c = {uint32_t(p1 >> 32) ^ c[1] ^ k[0], uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k[1],
+         uint32_t(p0)};
+    k[0] += kW0;
+    k[1] += kW1;
+  }
+  return c;
+}
+
+uint32_t philox_word(uint64_t seed, uint64_t stream, uint64_t set_key, uint64_t index) {
+  Block b = make_block(seed, stream, set_key);
+  uint64_t block = index / 4;
+  return philox4x32_10({uint32_t(block), b.stream, b.s0 ^ uint32_t(block >> 32) * 0x9E3779B9u, b.s1},
+                       {b.k0, b.k1})[index % 4];
+}
+
 void manual_seed(uint64_t seed) {
   g_default_seed.store(seed);
   state() = RngState{seed, 0, 0};
@@ -67,38 +72,93 @@ uint64_t combine_set_key(uint64_t parent, uint64_t index) {
   return splitmix64(parent * 0x100000001B3ULL ^ splitmix64(index + 1));
 }
 
+// Philox blocks [first, first + count) of one key into words[4 * i + lane], 16 blocks at a time
+// in structure-of-arrays form so the rounds vectorise.
+static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
+  constexpr int kW = 16;
+  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
+  for (int64_t base = 0; base < count; base += kW) {
+    int w = static_cast<int>(std::min<int64_t>(kW, count - base));
+    uint32_t c0[kW], c1[kW], c2[kW], c3[kW];
+    for (int l = 0; l < kW; ++l) {
+      uint64_t block = first + base + l;
+      c0[l] = uint32_t(block);
+      c1[l] = b.stream;
+      c2[l] = b.s0 ^ uint32_t(block >> 32) * 0x9E3779B9u;
+      c3[l] = b.s1;
+    }
+    uint32_t k0 = b.k0, k1 = b.k1;
+    for (int r = 0; r < 10; ++r) {
+      for (int l = 0; l < kW; ++l) {
+        uint64_t p0 = uint64_t(kM0) * c0[l], p1 = uint64_t(kM1) * c2[l];
+        uint32_t n0 = uint32_t(p1 >> 32) ^ c1[l] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[l] ^ k1;
+        c1[l] = uint32_t(p1);
+        c3[l] = uint32_t(p0);
+        c0[l] = n0;
+        c2[l] = n2;
+      }
+      k0 += kW0;
+      k1 += kW1;
+    }
+    for (int l = 0; l < w; ++l) {
+      uint32_t* o = words + 4 * (base + l);
+      o[0] = c0[l];
+      o[1] = c1[l];
+      o[2] = c2[l];
+      o[3] = c3[l];
+    }
+  }
+}
+
+// Element e takes word e % 4 of block e / 4 (float), or words 2(e % 2), 2(e % 2) + 1 of block
+// e / 2 (double, and the pair of a Box-Muller normal). Blocks are made in runs of kRun.
+template <int kPerBlock, class Emit>
+static void for_each_word(const Block& b, uint64_t elem0, int64_t n, Emit&& emit) {
+  constexpr int64_t kRun = 256;
+  uint32_t words[4 * kRun];
+  int64_t i = 0;
+  while (i < n) {
+    uint64_t e = elem0 + i;
+    uint64_t first = e / kPerBlock;
+    uint64_t last = (elem0 + n - 1) / kPerBlock;
+    int64_t count = std::min<int64_t>(kRun, static_cast<int64_t>(last - first + 1));
+    philox_blocks(b, first, count, words);
+    for (int64_t j = 0; j < count; ++j) {
+      const uint32_t* r = words + 4 * j;
+      for (int lane = (j == 0 ? static_cast<int>(e % kPerBlock) : 0); lane < kPerBlock && i < n;
+           ++lane, ++i)
+        emit(i, lane, r);
+    }
+  }
+}
+
 void philox_uniform(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
                     uint64_t elem0) {
-  Block b = make_block(seed, stream, set_key);
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t e = elem0 + i;
-    out[i] = to_float(b.at(e / 4)[e % 4]);
-  }
+  for_each_word<4>(make_block(seed, stream, set_key), elem0, n,
+                   [&](int64_t i, int lane, const uint32_t* r) { out[i] = to_float(r[lane]); });
 }
 
 void philox_uniform(double* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
                     uint64_t elem0) {
-  Block b = make_block(seed, stream, set_key);
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t e = elem0 + i;
-    auto r = b.at(e / 2);
-    out[i] = e % 2 ? to_double(r[2], r[3]) : to_double(r[0], r[1]);
-  }
+  for_each_word<2>(make_block(seed, stream, set_key), elem0, n,
+                   [&](int64_t i, int lane, const uint32_t* r) {
+                     out[i] = to_double(r[2 * lane], r[2 * lane + 1]);
+                   });
 }
 
 template <class T>
 static void normal_impl(T* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
                         uint64_t elem0) {
-  Block b = make_block(seed, stream, set_key);
   constexpr double kTwoPi = 6.283185307179586476925286766559;
-  for (int64_t i = 0; i < n; ++i) {
-    uint64_t e = elem0 + i;
-    auto r = b.at(e / 2);  // one block per pair of outputs (Box-Muller)
-    double u1 = 1.0 - to_double(r[0], r[1]);  // (0, 1]
-    double u2 = to_double(r[2], r[3]);
-    double rad = std::sqrt(-2.0 * std::log(u1));
-    out[i] = static_cast<T>(e % 2 ? rad * std::sin(kTwoPi * u2) : rad * std::cos(kTwoPi * u2));
-  }
+  // one block per pair of outputs (Box-Muller): lane 0 takes the cosine, lane 1 the sine
+  for_each_word<2>(make_block(seed, stream, set_key), elem0, n,
+                   [&](int64_t i, int lane, const uint32_t* r) {
+                      double u1 = 1.0 - to_double(r[0], r[1]);  // (0, 1]
+                      double u2 = to_double(r[2], r[3]);
+                      double rad = std::sqrt(-2.0 * std::log(u1));
+                      out[i] = static_cast<T>(lane ? rad * std::sin(kTwoPi * u2)
+                                                   : rad * std::cos(kTwoPi * u2));
+                    });
 }
 
 void philox_normal(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,

@@ -2,6 +2,7 @@
 // Counter-based random numbers (Philox 4x32-10). A draw is a pure function of
 // (seed, stream, set key, element index): the stream advances once per random op call, the set
 // key names the vmap set (0 outside vmap), so set i gets the same draws however it is batched.
+#include <array>
 #include <cstdint>
 
 namespace td {
@@ -18,6 +19,13 @@ void set_rng_state(const RngState& s);
 uint64_t next_rng_stream();  // returns the current stream and advances it
 // Key of sub-set `index` of the set keyed `parent`.
 uint64_t combine_set_key(uint64_t parent, uint64_t index);
+
+// One Philox 4x32-10 block: the scalar reference (the fill functions compute 16 at a time).
+std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
+                                      std::array<uint32_t, 2> key);
+// Word `index` of the stream that philox_uniform(float) reads (element e is word e), computed
+// with the scalar reference.
+uint32_t philox_word(uint64_t seed, uint64_t stream, uint64_t set_key, uint64_t index);
 
 // Fills out[0..n) with draws for element indices [elem0, elem0 + n).
 void philox_uniform(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,

@@ -111,3 +111,23 @@ TEST_CASE("dropout") {
   manual_seed(11);
   CHECK(dropout(x, 0.25, true).to_vector<float>() == v);
 }
+
+TEST_CASE("Philox 4x32-10 matches the Random123 known-answer vectors") {
+  using W = std::array<uint32_t, 4>;
+  CHECK(philox4x32_10({0, 0, 0, 0}, {0, 0}) == W{0x6627e8d5, 0xe169c58d, 0xbc57ac4c, 0x9b00dbd8});
+  CHECK(philox4x32_10({0xffffffff, 0xffffffff, 0xffffffff, 0xffffffff},
+                      {0xffffffff, 0xffffffff}) ==
+        W{0x408f276d, 0x41c83b0e, 0xa20bc7c6, 0x6d5451fd});
+  CHECK(philox4x32_10({0x243f6a88, 0x85a308d3, 0x13198a2e, 0x03707344},
+                      {0xa4093822, 0x299f31d0}) ==
+        W{0xd16cfe09, 0x94fdcceb, 0x5001e420, 0x24126ea1});
+}
+
+TEST_CASE("the vectorised fill equals the scalar Philox word by word, from any offset") {
+  for (uint64_t elem0 : {0u, 1u, 3u, 61u, 1021u}) {
+    std::vector<float> f(700);
+    philox_uniform(f.data(), 700, 99, 5, 1234567, elem0);
+    for (int64_t i = 0; i < 700; ++i)
+      CHECK(f[i] == float(philox_word(99, 5, 1234567, elem0 + i) >> 8) * (1.0f / 16777216.0f));
+  }
+}

@@ -59,7 +59,7 @@ ShowLevelsScope::~ShowLevelsScope() { g_visible = saved_; }
 
 Tensor add_batch_tag(const Tensor& t, int level, int64_t dim) {
   const TensorImpl& src = t.impl();
-  int64_t d = normalize_dim("add_batch_tag", dim, static_cast<int64_t>(src.shape.size()));
+  int64_t d = normalize_dim("add_batch_tag", dim, static_cast<int64_t>(src.shape().size()));
   // logical dim d -> physical dim: the d-th untagged physical dim
   int64_t pdim = -1;
   for (int64_t p = 0, seen = 0; p < static_cast<int64_t>(src.pshape.size()); ++p) {

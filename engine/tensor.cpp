@@ -9,14 +9,15 @@
 namespace td {
 
 void TensorImpl::sync_logical() {
-  shape.clear();
-  strides.clear();
+  tagged_shape.clear();
+  tagged_strides.clear();
+  if (tags.empty()) return;
   for (size_t p = 0; p < pshape.size(); ++p) {
     bool tagged = std::any_of(tags.begin(), tags.end(),
                               [&](const BatchTag& t) { return t.pdim == static_cast<int64_t>(p); });
     if (tagged) continue;
-    shape.push_back(pshape[p]);
-    strides.push_back(pstrides[p]);
+    tagged_shape.push_back(pshape[p]);
+    tagged_strides.push_back(pstrides[p]);
   }
 }
 
@@ -37,8 +38,6 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, DType dtype, Shape
   impl->offset = offset;
   impl->pshape = std::move(shape);
   impl->pstrides = std::move(strides);
-  impl->shape = impl->pshape;
-  impl->strides = impl->pstrides;
   return Tensor(std::move(impl));
 }
 

@@ -30,8 +30,12 @@ struct TensorImpl {
   Shape pshape;  // physical
   Strides pstrides;
   BatchTags tags;
-  Shape shape;  // logical: physical without tagged dims
-  Strides strides;
+  // Logical layout (physical without tagged dims); kept only when tagged, so an untagged
+  // tensor costs two small vectors, not four.
+  Shape tagged_shape;
+  Strides tagged_strides;
+  const Shape& shape() const { return tags.empty() ? pshape : tagged_shape; }
+  const Strides& strides() const { return tags.empty() ? pstrides : tagged_strides; }
   // Recomputes the logical shape and strides from the physical ones and the tags.
   void sync_logical();
 };
@@ -47,9 +51,9 @@ class Tensor {
   static Tensor empty(const Shape& shape, DType dtype = DType::Float32);
 
   bool defined() const { return impl_ != nullptr; }
-  const Shape& shape() const { return impl().shape; }
+  const Shape& shape() const { return impl().shape(); }
   const Shape& sizes() const { return shape(); }
-  const Strides& strides() const { return impl().strides; }
+  const Strides& strides() const { return impl().strides(); }
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
   int64_t size(int64_t d) const;
   int64_t stride(int64_t d) const;

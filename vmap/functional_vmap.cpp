@@ -11,32 +11,6 @@
 namespace td::nn {
 namespace {
 
-// Checks that params has the structure of from_module(module) with per-set shapes that fit,
-// before any work is done.
-void check_params(const Module& module, const TensorDict& params) {
-  auto expected = TensorDict::from_module(module).leaves();
-  auto given = params.leaves();
-  int64_t nb = params.batch_dims();
-  for (const auto& [key, t] : expected) {
-    auto it = std::find_if(given.begin(), given.end(), [&](const auto& g) { return g.first == key; });
-    if (it == given.end())
-      throw_error<KeyError>("[functional_vmap] params has no key '", key,
-                            "' that the module has (shape ", t.shape(), ")");
-    Shape per_set(it->second.shape().begin() + nb, it->second.shape().end());
-    if (per_set != t.shape())
-      throw_error<ValueError>("[functional_vmap] params['", key, "'] has shape ",
-                              it->second.shape(), ": per set ", per_set, " after batch_size ",
-                              params.batch_size(), ", but the module's is ", t.shape());
-  }
-  for (const auto& [key, t] : given) {
-    bool known = std::any_of(expected.begin(), expected.end(),
-                             [&](const auto& e) { return e.first == key; });
-    if (!known)
-      throw_error<KeyError>("[functional_vmap] params has key '", key, "' (shape ", t.shape(),
-                            ") that the module does not have");
-  }
-}
-
 // Flattens dims d .. d+nb-1 of an input named in in_dims into one leading dim.
 Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
                      const Shape& batch_size) {
@@ -180,9 +154,10 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
   if (!o.in_dims.empty() && nb == 0)
     throw_error<ValueError>("[functional_vmap] in_dims is not empty but params has no batch "
                             "dimension (batch_size [])");
-  check_params(module, params);
   const std::string method = o.method.value_or("forward");
 
+  // params' structure and per-set shapes are checked by ParameterOverride, before the module
+  // runs on any set.
   if (nb == 0) {  // one plain call with params
     ParameterOverride override(module, params);
     return call(module, method, o.args, o.kwargs);

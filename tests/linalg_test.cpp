@@ -264,3 +264,31 @@ TEST_CASE("linear errors") {
   Tensor bl = tensor<bool>({true, false}, {1, 2});
   check_throws_mentioning<TypeError>([&] { linear(bl, bl); }, "[linear]");
 }
+
+TEST_CASE("threads: a batched matmul split across threads equals the one-thread result") {
+  manual_seed(11);
+  Tensor a = randn({6, 128, 96});  // 12 MFLOP: above the threshold for splitting the batch
+  Tensor b = randn({6, 96, 80});
+  Tensor one = matmul(a, b);
+  set_num_threads(2);
+  Tensor two = matmul(a, b);
+  Tensor strided = matmul(a.transpose(1, 2).contiguous().transpose(1, 2), b);
+  set_num_threads(1);
+  // another split of the work may round differently (sums of 96 products: atol 1e-4)
+  CHECK(allclose(one, two, 1e-5, 1e-4));
+  CHECK(allclose(one, strided, 1e-5, 1e-4));
+  CHECK_THROWS_AS(set_num_threads(0), ValueError);
+  // parallel_for covers the range exactly once and rethrows a worker's exception
+  set_num_threads(3);
+  std::vector<int> hits(10, 0);
+  parallel_for(10, [&](int64_t b0, int64_t e0) {
+    for (int64_t i = b0; i < e0; ++i) ++hits[i];
+  });
+  CHECK(hits == std::vector<int>(10, 1));
+  CHECK_THROWS_AS(parallel_for(10,
+                               [](int64_t b0, int64_t) {
+                                 if (b0 > 0) throw_error<RuntimeError>("[test] worker failed");
+                               }),
+                  RuntimeError);
+  set_num_threads(1);
+}

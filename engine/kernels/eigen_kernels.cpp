@@ -7,6 +7,12 @@
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
+#include "engine/parallel.h"
+
+#ifdef TD_WITH_OPENBLAS
+// OpenBLAS runs one GEMM on its own threads; a batch of GEMMs is split across ours instead.
+extern "C" void openblas_set_num_threads(int);
+#endif
 
 namespace td::kernels {
 namespace {
@@ -76,16 +82,29 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
   const T* pb = b.data<T>();
   const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0);
   const int64_t sb = b.size(0) == 1 ? 0 : b.stride(0);
-  for (int64_t i = 0; i < bt; ++i) {
-    OutMap<T> y(po + i * m * n, m, n);
-    if (k == 0) {
-      y.setZero();
-      continue;
+  auto range = [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      OutMap<T> y(po + i * m * n, m, n);
+      if (k == 0) {
+        y.setZero();
+        continue;
+      }
+      Operand<T> oa{pa + i * sa, m, k, a.stride(1), a.stride(2)};
+      Operand<T> ob{pb + i * sb, k, n, b.stride(1), b.stride(2)};
+      with_map(oa, [&](const auto& ma) {
+        with_map(ob, [&](const auto& mb) { y.noalias() = ma * mb; });
+      });
     }
-    Operand<T> oa{pa + i * sa, m, k, a.stride(1), a.stride(2)};
-    Operand<T> ob{pb + i * sb, k, n, b.stride(1), b.stride(2)};
-    with_map(oa,
-             [&](const auto& ma) { with_map(ob, [&](const auto& mb) { y.noalias() = ma * mb; }); });
+  };
+  // Threads across the batch pay off once each thread gets real work (a thread start costs
+  // tens of microseconds).
+  const double flops = 2.0 * static_cast<double>(bt) * m * n * k;
+  if (num_threads() > 1 && bt > 1 && flops > 4e6) {
+    set_blas_threads(1);
+    parallel_for(bt, range);
+    set_blas_threads(num_threads());
+  } else {
+    range(0, bt);
   }
 }
 
@@ -133,6 +152,14 @@ void check_gemm_dtype(const char* op, DType t) {
 }
 
 }  // namespace
+
+void set_blas_threads(int threads) {
+#ifdef TD_WITH_OPENBLAS
+  openblas_set_num_threads(threads);
+#else
+  (void)threads;
+#endif
+}
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   if (a.dim() != 3 || b.dim() != 3)

@@ -35,6 +35,9 @@ Tensor softmax(const Tensor& x, int64_t dim, bool log);
 // C[b] = A[b] @ B[b] for 3-D A [Bt, M, K] and B [Bt, K, N] (any strides; Bt may be 1 on either
 // side to broadcast). Counts one Gemm kernel.
 Tensor bmm(const Tensor& a, const Tensor& b);
+// The thread count of the BLAS behind Eigen (OpenBLAS), if any.
+void set_blas_threads(int threads);
+
 // y = x @ w^T + bias for x [N, K] and w [M, K] (any strides); bias [M] or undefined.
 Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias);
 

@@ -4,6 +4,7 @@
 #include <sstream>
 #include <string>
 
+#include "engine/parallel.h"
 #include "modules/modules.h"
 
 // OpenBLAS's thread setter, when OpenBLAS is linked in (weak: null otherwise).
@@ -25,6 +26,7 @@ void set_thread_count(int threads) {
   setenv("OPENBLAS_NUM_THREADS", n.c_str(), 1);
   setenv("OMP_NUM_THREADS", n.c_str(), 1);
   if (openblas_set_num_threads) openblas_set_num_threads(threads);
+  td::set_num_threads(threads);
 }
 
 std::shared_ptr<td::nn::Module> make_mlp(const std::vector<int64_t>& sizes, double dropout) {

@@ -1,0 +1,16 @@
+#pragma once
+// The engine's thread count: batched GEMMs split their matrices across threads, a single large
+// GEMM uses OpenBLAS's threads. Default 1.
+#include <cstdint>
+#include <functional>
+
+namespace td {
+
+void set_num_threads(int threads);  // ValueError if < 1
+int num_threads();
+
+// Runs fn(begin, end) over [0, n) split into num_threads() contiguous ranges, on this thread
+// and num_threads() - 1 others; rethrows the first exception.
+void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
+
+}  // namespace td

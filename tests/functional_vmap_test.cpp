@@ -8,9 +8,11 @@
 #include "engine/engine.h"
 #include "modules/modules.h"
 #include "vmap/vmap.h"
+#include "tests/test_util.h"
 
 using namespace td;
 using nn::functional_vmap;
+using td::test::message_of;
 
 namespace {
 
@@ -303,25 +305,17 @@ TEST_CASE("errors name the key, the dim and the shapes") {
   TensorDict params = TensorDict::from_modules(nets);
   nn::Module& m = *nets[0];
   Tensor xs = randn({3, 5, 3});
-  auto message = [](auto&& f) {
-    try {
-      f();
-    } catch (const std::exception& e) {
-      return std::string(e.what());
-    }
-    return std::string();
-  };
   CHECK_THROWS_AS(functional_vmap(m, {.params = params, .kwargs = {{"input", xs}},
                                       .in_dims = {{"x", 0}}}),
                   KeyError);
-  CHECK(message([&] {
+  CHECK(message_of([&] {
           functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"x", 0}}});
         }).find("'x'") != std::string::npos);
   TensorDict single = TensorDict::from_module(m);
   CHECK_THROWS_AS(functional_vmap(m, {.params = single, .kwargs = {{"input", xs}},
                                       .in_dims = {{"input", 0}}}),
                   ValueError);
-  std::string msg = message([&] {
+  std::string msg = message_of([&] {
     functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 1}}});
   });
   CHECK(msg.find("input") != std::string::npos);
@@ -352,7 +346,7 @@ TEST_CASE("errors name the key, the dim and the shapes") {
   TensorDict wrong = params.clone();
   wrong.set("0.bias", zeros({3, 5}));
   std::string shape_msg =
-      message([&] { functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}); });
+      message_of([&] { functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}); });
   CHECK(shape_msg.find("0.bias") != std::string::npos);
   CHECK(shape_msg.find("[5]") != std::string::npos);
   CHECK_THROWS_AS(functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}), ValueError);

@@ -7,22 +7,10 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "tests/test_util.h"
 
 using namespace td;
-
-namespace {
-
-template <class E, class F>
-void check_throws_mentioning(F f, const std::string& what) {
-  try {
-    f();
-    FAIL("expected an exception");
-  } catch (const E& e) {
-    CHECK(std::string(e.what()).find(what) != std::string::npos);
-  }
-}
-
-}  // namespace
+using namespace td::test;
 
 TEST_CASE("add_ and mul_ write in place, broadcast the operand and return self") {
   Tensor x = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});

@@ -5,20 +5,13 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
 
-template <class E, class F>
-void check_throws_mentioning(F f, const std::string& what) {
-  try {
-    f();
-    FAIL("expected an exception");
-  } catch (const E& e) {
-    CHECK(std::string(e.what()).find(what) != std::string::npos);
-  }
-}
 
 std::vector<int64_t> iv(const Tensor& t) { return t.to_vector<int64_t>(); }
 

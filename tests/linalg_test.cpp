@@ -6,8 +6,10 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
 
@@ -34,15 +36,6 @@ void check_close(const Tensor& t, const std::vector<double>& ref, double tol = 1
   for (size_t i = 0; i < ref.size(); ++i) CHECK(got[i] == doctest::Approx(ref[i]).epsilon(tol));
 }
 
-template <class E, class F>
-void check_throws_mentioning(F f, const std::string& what) {
-  try {
-    f();
-    FAIL("expected an exception");
-  } catch (const E& e) {
-    CHECK(std::string(e.what()).find(what) != std::string::npos);
-  }
-}
 
 }  // namespace
 

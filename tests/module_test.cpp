@@ -6,22 +6,10 @@
 
 #include "engine/engine.h"
 #include "modules/modules.h"
+#include "tests/test_util.h"
 
 using namespace td;
-
-namespace {
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-}  // namespace
+using namespace td::test;
 
 // A user-defined module with two methods and keyword arguments (README example):
 //

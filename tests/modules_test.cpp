@@ -9,21 +9,12 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 TensorDict golden(const std::string& name) {
   return TensorDict::load_safetensors(std::string(TD_TEST_DATA_DIR) + "/modules/" + name +

@@ -8,8 +8,10 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
 
@@ -26,15 +28,6 @@ void check_close(const Tensor& t, const std::vector<double>& ref, double tol = 1
     CHECK(got[i] == doctest::Approx(ref[i]).epsilon(tol).scale(1.0));
 }
 
-template <class E, class F>
-void check_throws_mentioning(F f, const std::string& what) {
-  try {
-    f();
-    FAIL("expected an exception");
-  } catch (const E& e) {
-    CHECK(std::string(e.what()).find(what) != std::string::npos);
-  }
-}
 
 // Direct convolution: x [N, C, H, W] (row-major values), w [O, C/g, kh, kw].
 std::vector<double> ref_conv(const std::vector<double>& x, const std::vector<double>& w,

@@ -10,21 +10,12 @@
 
 #include "engine/engine.h"
 #include "modules/modules.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 
 std::string tmp_path(const std::string& name) {
   return "/tmp/td_safetensors_test_" + std::to_string(::getpid()) + "_" + name + ".safetensors";

@@ -7,20 +7,13 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
 
-template <class E, class F>
-void check_throws_mentioning(F f, const std::string& op) {
-  try {
-    f();
-    FAIL("expected an exception");
-  } catch (const E& e) {
-    CHECK(std::string(e.what()).find("[" + op + "]") != std::string::npos);
-  }
-}
 
 std::string str(const Tensor& t) {
   std::ostringstream os;
@@ -55,7 +48,7 @@ TEST_CASE("factories") {
   CHECK(arange(5, 0, -2).to_vector<int64_t>() == std::vector<int64_t>{5, 3, 1});
   CHECK(arange(0, 0).numel() == 0);
   CHECK_THROWS_AS(arange(0, 5, 0), ValueError);
-  check_throws_mentioning<ValueError>([] { arange(0, 5, -1); }, "arange");
+  check_throws_naming_op<ValueError>([] { arange(0, 5, -1); }, "arange");
   CHECK_THROWS_AS(zeros({-1}), ValueError);
   Tensor t = tensor<int64_t>({1, 2, 3, 4, 5, 6}, {2, 3});
   CHECK(t.dtype() == kInt64);
@@ -64,7 +57,7 @@ TEST_CASE("factories") {
   CHECK(tensor<bool>({true, false}).to_vector<bool>() == std::vector<bool>{true, false});
   CHECK(tensor({1.f, 2.f}).dtype() == kFloat32);
   CHECK_THROWS_AS(tensor<float>({1.f, 2.f, 3.f}, {2, 2}), ValueError);
-  check_throws_mentioning<ValueError>([] { tensor({1.f, 2.f}, {3}); }, "tensor");
+  check_throws_naming_op<ValueError>([] { tensor({1.f, 2.f}, {3}); }, "tensor");
   Tensor s = scalar_tensor(3.5);
   CHECK(s.dim() == 0);
   CHECK(s.numel() == 1);
@@ -85,7 +78,7 @@ TEST_CASE("view and reshape") {
   // a transposed tensor cannot be viewed flat, but can be reshaped (with a copy)
   Tensor t = x.transpose(0, 2);  // [4, 3, 2]
   CHECK_THROWS_AS(t.view({24}), RuntimeError);
-  check_throws_mentioning<RuntimeError>([&] { t.view({24}); }, "view");
+  check_throws_naming_op<RuntimeError>([&] { t.view({24}); }, "view");
   Tensor r = t.reshape({24});
   CHECK(!r.shares_storage(x));
   auto rv = r.to_vector<float>();
@@ -124,7 +117,7 @@ TEST_CASE("permute transpose t unsqueeze squeeze") {
   CHECK(m.unsqueeze(-1).shape() == Shape{2, 3, 1});
   CHECK(m.unsqueeze(2).shape() == Shape{2, 3, 1});
   CHECK_THROWS_AS(m.unsqueeze(3), IndexError);
-  check_throws_mentioning<IndexError>([&] { m.unsqueeze(-4); }, "unsqueeze");
+  check_throws_naming_op<IndexError>([&] { m.unsqueeze(-4); }, "unsqueeze");
   Tensor s = zeros({1, 2, 1});
   CHECK(s.squeeze().shape() == Shape{2});
   CHECK(s.squeeze(0).shape() == Shape{2, 1});
@@ -146,7 +139,7 @@ TEST_CASE("expand select slice narrow") {
   CHECK(e.contiguous().is_contiguous());
   CHECK_THROWS_AS(c.expand({4, 2}), ValueError);
   CHECK_THROWS_AS(c.expand({3}), ValueError);
-  check_throws_mentioning<ValueError>([&] { c.expand({4, 4}); }, "expand");
+  check_throws_naming_op<ValueError>([&] { c.expand({4, 4}); }, "expand");
 
   Tensor x = iota({3, 4});
   CHECK(x.select(0, 1).to_vector<float>() == std::vector<float>{4, 5, 6, 7});

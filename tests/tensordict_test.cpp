@@ -8,21 +8,12 @@
 
 #include "engine/engine.h"
 #include "modules/modules.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
-bool has(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
 Tensor iota(const Shape& s) {  // 0, 1, 2, ... as float32
   return arange(static_cast<double>(shape_numel(s))).to(kFloat32).reshape(s);
 }

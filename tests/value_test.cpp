@@ -6,22 +6,16 @@
 
 #include "engine/engine.h"
 #include "modules/modules.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
 std::string repr(const Value& v) {
   std::ostringstream os;
   os << v;
   return os.str();
-}
-std::string message_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 }  // namespace
 

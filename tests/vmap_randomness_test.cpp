@@ -6,8 +6,10 @@
 
 #include "engine/engine.h"
 #include "vmap/vmap.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
 
@@ -19,14 +21,6 @@ Tensor draw_per_set(Randomness r, std::optional<int64_t> chunk, uint64_t seed = 
   return f(zeros({kB, 5}));
 }
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 }  // namespace
 

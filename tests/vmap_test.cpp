@@ -12,19 +12,13 @@
 #include "engine/engine.h"
 #include "modules/tensordict.h"
 #include "modules/value.h"
+#include "tests/test_util.h"
 
 using namespace td;
+using namespace td::test;
 
 namespace {
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
-}
 
 bool contains(const std::string& s, const std::string& part) {
   return s.find(part) != std::string::npos;

@@ -19,6 +19,8 @@ Tensor clamp(const Tensor& x, double lo, double hi, bool has_lo, bool has_hi);
 
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
                         LogicalAnd, LogicalOr };
+// Comparisons and logical ops: their result is bool.
+bool is_predicate(BinaryKind kind);
 // Broadcasting; both inputs are first cast to compute_dtype, the result has out_dtype.
 Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b, DType compute_dtype,
               DType out_dtype);

@@ -312,6 +312,8 @@ T apply_binary(BinaryKind k, T a, T b) {
   }
 }
 
+}  // namespace
+
 bool is_predicate(BinaryKind k) {
   switch (k) {
     case BinaryKind::Eq:
@@ -327,6 +329,8 @@ bool is_predicate(BinaryKind k) {
       return false;
   }
 }
+
+namespace {
 
 template <class T>
 bool apply_predicate(BinaryKind k, T a, T b) {

@@ -53,17 +53,8 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
                                shape_str(a.shape()), " and ", shape_str(b.shape()),
                                ") is not supported; use logical_xor or logical_not");
       break;
-    case BinaryKind::Eq:
-    case BinaryKind::Ne:
-    case BinaryKind::Lt:
-    case BinaryKind::Le:
-    case BinaryKind::Gt:
-    case BinaryKind::Ge:
-    case BinaryKind::LogicalAnd:
-    case BinaryKind::LogicalOr:
-      out = DType::Bool;
-      break;
     default:
+      if (kernels::is_predicate(kind)) out = DType::Bool;
       break;
   }
   return {kernels::binary(kind, a, b, compute, out)};

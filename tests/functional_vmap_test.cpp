@@ -351,3 +351,136 @@ TEST_CASE("errors name the key, the dim and the shapes") {
   CHECK(shape_msg.find("[5]") != std::string::npos);
   CHECK_THROWS_AS(functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}), ValueError);
 }
+
+namespace {
+
+// One module of each kind with the inputs its forward takes (per set, unbatched).
+struct ModuleCase {
+  const char* name;
+  std::function<std::shared_ptr<nn::Module>()> make;
+  std::function<ValueDict()> inputs;  // fresh per-set inputs
+  bool train = false;
+};
+
+std::vector<ModuleCase> module_cases() {
+  auto seq = [](std::vector<std::shared_ptr<nn::Module>> m) {
+    return std::shared_ptr<nn::Module>(std::make_shared<nn::Sequential>(m));
+  };
+  auto x = [](Shape s) { return [s] { return ValueDict{{"input", randn(s)}}; }; };
+  return {
+      {"MLP", [] { return mlp(4, 8, 3); }, x({5, 4})},
+      {"LayerNorm MLP",
+       [=] {
+         return seq({std::make_shared<nn::Linear>(4, 8), std::make_shared<nn::LayerNorm>(8),
+                     std::make_shared<nn::GELU>(), std::make_shared<nn::Linear>(8, 2)});
+       },
+       x({5, 4})},
+      {"BatchNorm eval",
+       [=] {
+         auto m = seq({std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6)});
+         return m;
+       },
+       x({7, 4})},
+      {"BatchNorm train",
+       [=] {
+         return seq({std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6)});
+       },
+       x({7, 4}), true},
+      {"CNN",
+       [=] {
+         return seq({std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1), std::make_shared<nn::ReLU>(),
+                     std::make_shared<nn::MaxPool2d>(2), std::make_shared<nn::Flatten>(),
+                     std::make_shared<nn::Linear>(12, 2)});
+       },
+       x({2, 2, 4, 4})},
+      {"Embedding", [] { return std::shared_ptr<nn::Module>(std::make_shared<nn::Embedding>(9, 3)); },
+       [] { return ValueDict{{"input", tensor<int64_t>({1, 8, 0, 3, 3, 5}, {2, 3})}}; }},
+      {"MultiheadAttention",
+       [] {
+         return std::shared_ptr<nn::Module>(
+             std::make_shared<nn::MultiheadAttention>(8, 2, 0.0, true, true));
+       },
+       [] {
+         return ValueDict{{"query", randn({2, 4, 8})}, {"key", randn({2, 5, 8})},
+                          {"value", randn({2, 5, 8})}};
+       }},
+  };
+}
+
+// The Tensor leaves of a module output, in order (a tensor, or MHA's (output, weights)).
+std::vector<Tensor> leaves_of(const Value& v) {
+  std::vector<Tensor> out;
+  for_each_tensor(v, [&](const Tensor& t) { out.push_back(t); });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("every module kind: functional_vmap equals the modules called one by one") {
+  const int64_t B = 4;
+  for (const auto& c : module_cases()) {
+    CAPTURE(c.name);
+    manual_seed(21);
+    std::vector<std::shared_ptr<nn::Module>> mods;
+    for (int64_t i = 0; i < B; ++i) mods.push_back(c.make());
+    for (auto& m : mods) m->train(c.train);
+    nn::Module& m = *mods[0];
+    const TensorDict params = TensorDict::from_modules(mods);
+    std::vector<ValueDict> per_set;
+    for (int64_t i = 0; i < B; ++i) per_set.push_back(c.inputs());
+    const ValueDict shared = c.inputs();
+
+    // the reference: module i alone (to_module), on its own copy of the parameters
+    auto reference = [&](const std::function<ValueDict(int64_t)>& kwargs_of) {
+      TensorDict ref_params = params.clone();
+      std::vector<std::vector<Tensor>> outs;
+      for (int64_t i = 0; i < B; ++i) {
+        auto guard = ref_params[i].to_module(m);
+        outs.push_back(leaves_of(m({}, kwargs_of(i))));
+      }
+      std::vector<Tensor> stacked;
+      for (size_t k = 0; k < outs[0].size(); ++k) {
+        std::vector<Tensor> parts;
+        for (auto& o : outs) parts.push_back(o[k]);
+        stacked.push_back(stack(parts, 0));
+      }
+      return std::make_pair(stacked, ref_params);
+    };
+    auto check = [&](const nn::FunctionalVmapOptions& o,
+                     const std::pair<std::vector<Tensor>, TensorDict>& ref) {
+      nn::FunctionalVmapOptions opts = o;
+      opts.params = o.params.clone();  // BatchNorm in training updates it
+      auto got = leaves_of(functional_vmap(m, opts));
+      REQUIRE(got.size() == ref.first.size());
+      for (size_t k = 0; k < got.size(); ++k) CHECK(close(got[k], ref.first[k], 1e-5));
+      for (const auto& [key, t] : ref.second.leaves())
+        CHECK(allclose(opts.params.get(key).to(kFloat64), t.to(kFloat64), 1e-5, 1e-6));
+    };
+
+    // shared inputs, chunk sizes 1, 3, B and none, and loop
+    auto ref_shared = reference([&](int64_t) { return shared; });
+    for (std::optional<int64_t> chunk :
+         {std::optional<int64_t>{}, std::optional<int64_t>{1}, std::optional<int64_t>{3},
+          std::optional<int64_t>{B}})
+      check({.params = params, .kwargs = shared, .chunk_size = chunk}, ref_shared);
+    check({.params = params, .kwargs = shared, .loop = true}, ref_shared);
+
+    // per-set inputs stacked at dim 0, 1 and -1
+    auto ref_per_set = reference([&](int64_t i) { return per_set[i]; });
+    for (int64_t d : {0, 1, -1}) {
+      CAPTURE(d);
+      ValueDict kwargs;
+      std::map<std::string, int64_t> in_dims;
+      for (const auto& [key, v] : per_set[0].items()) {
+        std::vector<Tensor> parts;
+        for (int64_t i = 0; i < B; ++i) parts.push_back(per_set[i].at(key).tensor());
+        kwargs.set(key, stack(parts, d < 0 ? parts[0].dim() + 1 + d : d));
+        in_dims[key] = d;
+      }
+      for (std::optional<int64_t> chunk : {std::optional<int64_t>{}, std::optional<int64_t>{3}})
+        check({.params = params, .kwargs = kwargs, .in_dims = in_dims, .chunk_size = chunk},
+              ref_per_set);
+      check({.params = params, .kwargs = kwargs, .in_dims = in_dims, .loop = true}, ref_per_set);
+    }
+  }
+}

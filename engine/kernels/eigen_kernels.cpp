@@ -97,9 +97,9 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
     }
   };
   // Threads across the batch pay off once each thread gets real work (a thread start costs
-  // tens of microseconds).
-  const double flops = 2.0 * static_cast<double>(bt) * m * n * k;
-  if (num_threads() > 1 && bt > 1 && flops > 4e6) {
+  // tens of microseconds); a large matrix is better split by OpenBLAS's own threads.
+  const double per_matrix = 2.0 * static_cast<double>(m) * n * k;
+  if (num_threads() > 1 && bt > 1 && per_matrix * bt > 4e6 && per_matrix < 64e6) {
     set_blas_threads(1);
     parallel_for(bt, range);
     set_blas_threads(num_threads());

@@ -484,3 +484,24 @@ TEST_CASE("every module kind: functional_vmap equals the modules called one by o
     }
   }
 }
+
+TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffers back") {
+  manual_seed(9);
+  auto make = [] {
+    // the last Linear expects 7 features but gets 6: it throws after BatchNorm ran
+    return std::shared_ptr<nn::Module>(std::make_shared<nn::Sequential>(
+        std::initializer_list<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6),
+            std::make_shared<nn::Linear>(7, 2)}));
+  };
+  auto nets = ensemble(3, make);
+  for (auto& n : nets) n->train();
+  TensorDict params = TensorDict::from_modules(nets);
+  TensorDict before = params.clone();
+  Tensor x = randn({5, 4});
+  for (bool loop : {false, true}) {
+    CHECK_THROWS_AS(functional_vmap(*nets[0], {.params = params, .args = {x}, .loop = loop}),
+                    ValueError);
+    for (const auto& [key, t] : params.leaves()) CHECK(equal(t, before.get(key)));
+  }
+}

@@ -94,11 +94,12 @@ Value call(const Module& module, const std::string& method, const ValueList& arg
   return const_cast<Module&>(module).call_method(method, args, kwargs);
 }
 
-// Buffers may be updated in place (BatchNorm running stats); keep a copy to put back if the
-// module throws, so a failed call leaves params as they were.
+// Buffers may be updated in place in training (BatchNorm running stats); keep a copy to put
+// back if the module throws, so a failed call leaves params as they were.
 struct BufferSnapshot {
   std::vector<std::pair<Tensor, Tensor>> saved;  // (target, copy)
   BufferSnapshot(const Module& module, const TensorDict& params) {
+    if (!module.is_training()) return;
     for (const auto& [key, _] : module.named_buffers())
       if (params.contains(key)) {
         Tensor t = params.get(key);

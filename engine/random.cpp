@@ -22,9 +22,27 @@ uint64_t splitmix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-// Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3"), below.
+// Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
+constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
+
+// One round on a counter (c0..c3) with key (k0, k1); shared by the scalar reference and the
+// 16-wide fill so both compute the same function.
+inline void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
+                         uint32_t k1) {
+  uint64_t p0 = uint64_t(kM0) * c0, p1 = uint64_t(kM1) * c2;
+  uint32_t n0 = uint32_t(p1 >> 32) ^ c1 ^ k0, n2 = uint32_t(p0 >> 32) ^ c3 ^ k1;
+  c1 = uint32_t(p1);
+  c3 = uint32_t(p0);
+  c0 = n0;
+  c2 = n2;
+}
+
 struct Block {
   uint32_t k0, k1, stream, s0, s1;
+  // The counter of block number `block` (element e of a float fill is in block e / 4).
+  std::array<uint32_t, 4> counter(uint64_t block) const {
+    return {uint32_t(block), stream, s0 ^ uint32_t(block >> 32) * 0x9E3779B9u, s1};
+  }
 };
 
 Block make_block(uint64_t seed, uint64_t stream, uint64_t set_key) {
@@ -41,11 +59,8 @@ inline double to_double(uint32_t hi, uint32_t lo) {
 }  // namespace
 
 std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint32_t, 2> k) {
-  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
   for (int r = 0; r < 10; ++r) {
-    uint64_t p0 = uint64_t(kM0) * c[0], p1 = uint64_t(kM1) * c[2];
-    c = {uint32_t(p1 >> 32) ^ c[1] ^ k[0], uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k[1],
-         uint32_t(p0)};
+    philox_round(c[0], c[1], c[2], c[3], k[0], k[1]);
     k[0] += kW0;
     k[1] += kW1;
   }
@@ -54,9 +69,7 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> c, std::array<uint
 
 uint32_t philox_word(uint64_t seed, uint64_t stream, uint64_t set_key, uint64_t index) {
   Block b = make_block(seed, stream, set_key);
-  uint64_t block = index / 4;
-  return philox4x32_10({uint32_t(block), b.stream, b.s0 ^ uint32_t(block >> 32) * 0x9E3779B9u, b.s1},
-                       {b.k0, b.k1})[index % 4];
+  return philox4x32_10(b.counter(index / 4), {b.k0, b.k1})[index % 4];
 }
 
 void manual_seed(uint64_t seed) {
@@ -76,27 +89,19 @@ uint64_t combine_set_key(uint64_t parent, uint64_t index) {
 // in structure-of-arrays form so the rounds vectorise.
 static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
   constexpr int kW = 16;
-  constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
   for (int64_t base = 0; base < count; base += kW) {
     int w = static_cast<int>(std::min<int64_t>(kW, count - base));
     uint32_t c0[kW], c1[kW], c2[kW], c3[kW];
     for (int l = 0; l < kW; ++l) {
-      uint64_t block = first + base + l;
-      c0[l] = uint32_t(block);
-      c1[l] = b.stream;
-      c2[l] = b.s0 ^ uint32_t(block >> 32) * 0x9E3779B9u;
-      c3[l] = b.s1;
+      auto c = b.counter(first + base + l);
+      c0[l] = c[0];
+      c1[l] = c[1];
+      c2[l] = c[2];
+      c3[l] = c[3];
     }
     uint32_t k0 = b.k0, k1 = b.k1;
     for (int r = 0; r < 10; ++r) {
-      for (int l = 0; l < kW; ++l) {
-        uint64_t p0 = uint64_t(kM0) * c0[l], p1 = uint64_t(kM1) * c2[l];
-        uint32_t n0 = uint32_t(p1 >> 32) ^ c1[l] ^ k0, n2 = uint32_t(p0 >> 32) ^ c3[l] ^ k1;
-        c1[l] = uint32_t(p1);
-        c3[l] = uint32_t(p0);
-        c0[l] = n0;
-        c2[l] = n2;
-      }
+      for (int l = 0; l < kW; ++l) philox_round(c0[l], c1[l], c2[l], c3[l], k0, k1);
       k0 += kW0;
       k1 += kW1;
     }

@@ -62,7 +62,6 @@ class BlockCache {
     free_.clear();
     cached_ = 0;
   }
-  ~BlockCache() { release_all(); }
 
  private:
   static constexpr size_t kMaxCached = size_t{1} << 30;

@@ -7,9 +7,6 @@
 #include "engine/parallel.h"
 #include "modules/modules.h"
 
-// OpenBLAS's thread setter, when OpenBLAS is linked in (weak: null otherwise).
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-
 namespace tdvmap {
 
 std::string shape_text(const td::Shape& s, bool compact) {
@@ -25,8 +22,7 @@ void set_thread_count(int threads) {
   const std::string n = std::to_string(threads);
   setenv("OPENBLAS_NUM_THREADS", n.c_str(), 1);
   setenv("OMP_NUM_THREADS", n.c_str(), 1);
-  if (openblas_set_num_threads) openblas_set_num_threads(threads);
-  td::set_num_threads(threads);
+  td::set_num_threads(threads);  // also OpenBLAS's pool, which already exists
 }
 
 std::shared_ptr<td::nn::Module> make_mlp(const std::vector<int64_t>& sizes, double dropout) {

@@ -131,6 +131,9 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 // ---- linear algebra ----
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// relu(linear(x, weight, bias)) in one pass: the ReLU is applied as the GEMM stores its output
+// (what Sequential runs for a Linear followed by a ReLU).
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 // ---- nn functionals ----
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight = {},

@@ -1,6 +1,11 @@
 #include "modules/container.h"
 
 #include <string>
+#include <typeinfo>
+
+#include "engine/ops.h"
+#include "modules/activation.h"
+#include "modules/linear.h"
 
 namespace td::nn {
 
@@ -26,9 +31,22 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
   return modules_[i];
 }
 
+// A Linear followed by a ReLU (exactly those classes, not subclasses that may override forward)
+// runs as one linear_relu: the ReLU is applied as the GEMM stores its output, saving a pass over
+// the activations.
 Value Sequential::forward(const Value& input) {
   Value v = input;
-  for (const auto& m : modules_) v = (*m)({v});
+  for (size_t i = 0; i < modules_.size(); ++i) {
+    const Module& m = *modules_[i];
+    if (i + 1 < modules_.size() && typeid(m) == typeid(Linear) &&
+        typeid(*modules_[i + 1]) == typeid(ReLU) && v.is_tensor()) {
+      const auto& lin = static_cast<const Linear&>(m);
+      v = linear_relu(v.tensor(), lin.weight, lin.bias);
+      ++i;
+      continue;
+    }
+    v = (*modules_[i])({v});
+  }
   return v;
 }
 

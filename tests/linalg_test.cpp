@@ -2,10 +2,13 @@
 // broadcast batch dims, non-contiguous operands, dtypes, empty dims, errors, kernel counts.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
+#include "engine/kernels/kernels.h"
 #include "tests/test_util.h"
 
 using namespace td;
@@ -284,4 +287,82 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
                                }),
                   RuntimeError);
   set_num_threads(1);
+}
+
+// kernels::gemm_nt over every tile edge of the small-matrix kernel (rows around its 6-row tile,
+// columns around its two-vector panel and the transposed narrow case, depths past its 16 KiB
+// panel) and of the Eigen path, against a double loop: shared and per-set operands, bias none,
+// shared or per set, ReLU on and off, transposed storage.
+TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive loop") {
+  struct Case {
+    int64_t bt, m, n, k;
+  };
+  const std::vector<Case> cases = {{1, 1, 1, 1},   {2, 5, 3, 7},    {3, 6, 8, 16},
+                                   {2, 7, 9, 0},   {2, 13, 16, 33}, {1, 12, 17, 5},
+                                   {2, 64, 4, 32}, {2, 19, 33, 300}, {1, 5, 70, 600},
+                                   {2, 300, 20, 300}};
+  int variant = 0;
+  for (const Case& c : cases)
+    for (bool shared_x : {false, true})
+      for (int bias_kind : {0, 1, 2})  // none, shared [1, n], per set [bt, n]
+        for (bool relu : {false, true}) {
+          ++variant;
+          CAPTURE(c.bt);
+          CAPTURE(c.m);
+          CAPTURE(c.n);
+          CAPTURE(c.k);
+          CAPTURE(shared_x);
+          CAPTURE(bias_kind);
+          CAPTURE(relu);
+          const int64_t bx = shared_x ? 1 : c.bt;
+          Tensor x = seq({bx, c.m, c.k}, kFloat32, 0.13 + 0.01 * variant);
+          // w stored transposed on odd variants (strided rows, unit column stride otherwise)
+          Tensor w = variant % 2 ? seq({c.bt, c.k, c.n}, kFloat32, 0.29).transpose(1, 2)
+                                 : seq({c.bt, c.n, c.k}, kFloat32, 0.29);
+          Tensor b = bias_kind == 0   ? Tensor()
+                     : bias_kind == 1 ? seq({1, c.n}, kFloat32, 1.3)
+                                      : seq({c.bt, c.n}, kFloat32, 1.3);
+          Tensor y = kernels::gemm_nt(x, w, b, relu);
+          REQUIRE(y.shape() == Shape{c.bt, c.m, c.n});
+          auto xv = x.contiguous().to_vector<double>(), wv = w.contiguous().to_vector<double>();
+          auto bv = b.defined() ? b.to_vector<double>() : std::vector<double>{};
+          std::vector<double> ref;
+          for (int64_t s = 0; s < c.bt; ++s)
+            for (int64_t i = 0; i < c.m; ++i)
+              for (int64_t j = 0; j < c.n; ++j) {
+                double acc = bias_kind == 0 ? 0.0 : bv[(bias_kind == 2 ? s * c.n : 0) + j];
+                for (int64_t p = 0; p < c.k; ++p)
+                  acc += xv[((shared_x ? 0 : s) * c.m + i) * c.k + p] *
+                         wv[(s * c.n + j) * c.k + p];
+                ref.push_back(relu ? std::max(acc, 0.0) : acc);
+              }
+          std::vector<double> got = y.to_vector<double>();
+          REQUIRE(got.size() == ref.size());
+          double worst = 0;
+          for (size_t i = 0; i < ref.size(); ++i)
+            worst = std::max(worst, std::abs(got[i] - ref[i]) / (1.0 + std::abs(ref[i])));
+          CHECK(worst < 1e-4);
+        }
+}
+
+TEST_CASE("linear_relu is relu(linear) for every dtype and rank") {
+  for (DType dt : {kFloat32, kFloat64, kInt64}) {
+    Tensor x = (seq({2, 3, 4}, kFloat64) * 4.0).to(dt);
+    Tensor w = (seq({5, 4}, kFloat64, 0.61) * 4.0).to(dt);
+    Tensor b = (seq({5}, kFloat64, 1.7) * 4.0).to(dt);
+    Tensor fused = linear_relu(x, w, b);
+    Tensor plain = relu(linear(x, w, b));
+    CHECK(fused.shape() == plain.shape());
+    CHECK(fused.dtype() == dt);
+    CHECK(fused.to_vector<double>() == plain.to_vector<double>());
+    CHECK(linear_relu(x, w).to_vector<double>() == relu(linear(x, w)).to_vector<double>());
+    // some outputs are negative before the ReLU, so it did something
+    CHECK(amin(linear(x, w, b)).item<double>() < 0);
+  }
+  reset_kernel_counts();
+  linear_relu(seq({8, 4}, kFloat32), seq({5, 4}, kFloat32));
+  CHECK(kernel_count(KernelKind::Gemm) == 1);
+  CHECK(kernel_count(KernelKind::Elementwise) == 0);
+  check_throws_mentioning<ValueError>([] { linear_relu(ones({2, 3}), ones({4, 5})); },
+                                      "[linear]");
 }

@@ -278,3 +278,23 @@ TEST_CASE("Dropout, Identity, Sequential, BatchNorm input checks") {
   CHECK_THROWS_AS(b2.forward(zeros({2, 3})), ValueError);
   CHECK(has(message_of([&] { b2.forward(zeros({2, 3})); }), "BatchNorm2d"));
 }
+
+TEST_CASE("Sequential runs a Linear followed by a ReLU as one fused GEMM, with the same values") {
+  manual_seed(9);
+  auto lin1 = std::make_shared<nn::Linear>(6, 8);
+  auto lin2 = std::make_shared<nn::Linear>(8, 3);
+  nn::Sequential net{lin1, std::make_shared<nn::ReLU>(), lin2, std::make_shared<nn::ReLU>(),
+                     std::make_shared<nn::Tanh>()};
+  Tensor x = randn({5, 6}) * 3.0;
+  Tensor h = linear(x, lin1->weight, lin1->bias);
+  CHECK(amin(h).item<float>() < 0.0f);  // the ReLU has work to do
+  Tensor want = tanh(relu(linear(relu(h), lin2->weight, lin2->bias)));
+  reset_kernel_counts();
+  Tensor got = net({x}).tensor();
+  CHECK(kernel_count(KernelKind::Gemm) == 2);
+  CHECK(kernel_count(KernelKind::Elementwise) == 1);  // the Tanh only
+  CHECK(allclose(got, want, 1e-6, 1e-6));
+  // a ReLU first or a Linear last is left alone
+  nn::Sequential tail{std::make_shared<nn::ReLU>(), lin1};
+  CHECK(allclose(tail({x}).tensor(), linear(relu(x), lin1->weight, lin1->bias), 1e-6, 1e-6));
+}

@@ -470,3 +470,45 @@ TEST_CASE("vmap: chunked TensorDict and dict outputs are concatenated") {
   CHECK(at(v["y"].tensor(), {1, 4}) == -9.0);
   CHECK(v["k"].to_int() == 3);
 }
+
+// Every batching of (x, w, b) for linear_relu, and a nested level, against relu(linear) per set.
+TEST_CASE("vmap: linear_relu over every stacking of input, weight and bias") {
+  manual_seed(5);
+  constexpr int64_t b = 3, n = 7, in = 5, out = 9;
+  using OptDim = std::optional<int64_t>;
+  for (OptDim xd : {OptDim{}, OptDim{0}, OptDim{1}})
+    for (OptDim wd : {OptDim{}, OptDim{0}})
+      for (int bias_kind : {0, 1, 2}) {  // none, shared, stacked
+        if (!xd && !wd && bias_kind != 2) continue;  // nothing batched
+        CAPTURE(xd.has_value());
+        CAPTURE(wd.has_value());
+        CAPTURE(bias_kind);
+        Tensor x = !xd ? randn({n, in}) : *xd == 0 ? randn({b, n, in}) : randn({n, b, in});
+        Tensor w = wd ? randn({b, out, in}) : randn({out, in});
+        Tensor bias = bias_kind == 2 ? randn({b, out}) : randn({out});
+        OptDim bd = bias_kind == 2 ? OptDim{0} : OptDim{};
+        auto per_set = [&](int64_t s) {
+          Tensor xs = xd ? x.select(*xd, s) : x;
+          Tensor ws = wd ? w.select(0, s) : w;
+          Tensor bs = bias_kind == 0 ? Tensor() : bd ? bias.select(0, s) : bias;
+          return relu(linear(xs, ws, bs));
+        };
+        Tensor y = vmap([&](Tensor xx, Tensor ww, Tensor bb) {
+          return linear_relu(xx, ww, bias_kind == 0 ? Tensor() : bb);
+        }, {.in_dims = {xd, wd, bd}})(x, w, bias);
+        REQUIRE(y.shape() == Shape{b, n, out});
+        for (int64_t s = 0; s < b; ++s) CHECK(allclose(y.select(0, s), per_set(s), 1e-5, 1e-5));
+        CHECK(amin(y).item<float>() >= 0.0f);
+      }
+  // an outer level over x around an inner level over the weights: the inner rule sees x still
+  // batched at the outer level and must leave it to that level's rules
+  Tensor x2 = randn({2, n, in}), w2 = randn({b, out, in}), b2 = randn({b, out});
+  Tensor nested = vmap([&](Tensor xx) {
+    return vmap([&](Tensor ww, Tensor bb) { return linear_relu(xx, ww, bb); })(w2, b2);
+  })(x2);
+  REQUIRE(nested.shape() == Shape{2, b, n, out});
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t s = 0; s < b; ++s)
+      CHECK(allclose(nested.select(0, i).select(0, s),
+                     relu(linear(x2.select(0, i), w2.select(0, s), b2.select(0, s))), 1e-5, 1e-5));
+}

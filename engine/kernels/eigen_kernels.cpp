@@ -4,9 +4,11 @@
 // results are fresh contiguous row-major tensors.
 #include <Eigen/Core>
 #include <algorithm>
+#include <type_traits>
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/small_gemm.h"
 #include "engine/parallel.h"
 
 #ifdef TD_WITH_OPENBLAS
@@ -74,6 +76,21 @@ void with_map(Operand<T> o, F&& f) {
   }
 }
 
+// Runs range(begin, end) over the bt matrices of a batched product of [m, k] x [k, n] ones.
+// Threads across the batch pay off once each thread gets real work (a thread start costs tens
+// of microseconds); a large matrix is better split by OpenBLAS's own threads.
+template <class F>
+void for_each_matrix(int64_t bt, int64_t m, int64_t n, int64_t k, F&& range) {
+  const double per_matrix = 2.0 * static_cast<double>(m) * n * k;
+  if (num_threads() > 1 && bt > 1 && per_matrix * bt > 4e6 && per_matrix < 64e6) {
+    set_blas_threads(1);
+    parallel_for(bt, range);
+    set_blas_threads(num_threads());
+  } else {
+    range(0, bt);
+  }
+}
+
 template <class T>
 void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t bt = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
@@ -96,35 +113,52 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
       });
     }
   };
-  // Threads across the batch pay off once each thread gets real work (a thread start costs
-  // tens of microseconds); a large matrix is better split by OpenBLAS's own threads.
-  const double per_matrix = 2.0 * static_cast<double>(m) * n * k;
-  if (num_threads() > 1 && bt > 1 && per_matrix * bt > 4e6 && per_matrix < 64e6) {
-    set_blas_threads(1);
-    parallel_for(bt, range);
-    set_blas_threads(num_threads());
-  } else {
-    range(0, bt);
-  }
+  for_each_matrix(bt, m, n, k, range);
 }
 
+// One product y = act(x @ w^T + bias), y [n, m] row-major: the register-blocked kernel for
+// small float matrices, else Eigen (OpenBLAS) into a bias-initialised y.
 template <class T>
-void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out) {
-  const int64_t n = x.size(0), k = x.size(1), m = w.size(0);
-  OutMap<T> y(out.data<T>(), n, m);
-  if (bias.defined()) {
+void gemm_nt_one(Operand<T> x, Operand<T> w, const T* bias, int64_t bs, T* po, bool relu) {
+  const int64_t n = x.rows, k = x.cols, m = w.rows;
+  if constexpr (std::is_same_v<T, float>) {
+    if (small_gemm_pays(n, m, k)) {
+      small_gemm_nt(x.p, x.rs, x.cs, w.p, w.rs, w.cs, bias, bs, po, m, n, m, k, relu);
+      return;
+    }
+  }
+  OutMap<T> y(po, n, m);
+  if (bias) {
     Eigen::Map<const Eigen::Matrix<T, 1, Dynamic>, Eigen::Unaligned, Eigen::InnerStride<>> bv(
-        bias.data<T>(), 1, m, Eigen::InnerStride<>(m > 1 ? bias.stride(0) : 1));
+        bias, 1, m, Eigen::InnerStride<>(bs));
     y.rowwise() = bv;
   } else {
     y.setZero();
   }
-  if (k == 0) return;
-  Operand<T> ox{x.data<T>(), n, k, x.stride(0), x.stride(1)};
-  // w^T is [K, M] with strides swapped: no transpose copy.
-  Operand<T> owt{w.data<T>(), k, m, w.stride(1), w.stride(0)};
-  with_map(ox, [&](const auto& mx) {
-    with_map(owt, [&](const auto& mwt) { y.noalias() += mx * mwt; });
+  if (k > 0) {
+    // w^T is [K, M] with strides swapped: no transpose copy.
+    Operand<T> wt{w.p, k, m, w.cs, w.rs};
+    with_map(x, [&](const auto& mx) {
+      with_map(wt, [&](const auto& mwt) { y.noalias() += mx * mwt; });
+    });
+  }
+  if (relu) y = y.cwiseMax(T(0));
+}
+
+template <class T>
+void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out,
+                   bool relu) {
+  const int64_t bt = out.size(0), n = out.size(1), m = out.size(2), k = x.size(2);
+  const int64_t sx = x.size(0) == 1 ? 0 : x.stride(0);
+  const int64_t sw = w.size(0) == 1 ? 0 : w.stride(0);
+  const int64_t sb = !bias.defined() || bias.size(0) == 1 ? 0 : bias.stride(0);
+  const int64_t bs = bias.defined() && m > 1 ? bias.stride(1) : 1;
+  const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+  for_each_matrix(bt, n, m, k, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      gemm_nt_one<T>({x.data<T>() + i * sx, n, k, x.stride(1), x.stride(2)},
+                     {w.data<T>() + i * sw, m, k, w.stride(1), w.stride(2)},
+                     pb ? pb + i * sb : nullptr, bs, out.data<T>() + i * n * m, relu);
   });
 }
 
@@ -189,34 +223,42 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias) {
-  if (x.dim() != 2 || w.dim() != 2 || x.size(1) != w.size(1))
+Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) {
+  const bool ok = x.dim() == 3 && w.dim() == 3 && x.size(2) == w.size(2) &&
+                  (x.size(0) == w.size(0) || x.size(0) == 1 || w.size(0) == 1);
+  if (!ok)
     throw_error<ValueError>("[gemm_nt] shapes ", x.shape(), " and ", w.shape(),
                             " do not give x @ w^T");
-  if (bias.defined() && (bias.dim() != 1 || bias.size(0) != w.size(0)))
+  const int64_t bt = x.size(0) == 1 ? w.size(0) : x.size(0);
+  if (bias.defined() && (bias.dim() != 2 || bias.size(1) != w.size(1) ||
+                         (bias.size(0) != bt && bias.size(0) != 1)))
     throw_error<ValueError>("[gemm_nt] bias of shape ", bias.shape(), " for weight ", w.shape());
   if (x.dtype() != w.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
     throw_error<TypeError>("[gemm_nt] dtype mismatch: ", x.dtype(), " and ", w.dtype());
   check_gemm_dtype("gemm_nt", x.dtype());
-  Tensor out = Tensor::empty({x.size(0), w.size(0)}, x.dtype());
+  Tensor out = Tensor::empty({bt, x.size(1), w.size(1)}, x.dtype());
   count_kernel(KernelKind::Gemm);
   if (out.numel() == 0) return out;
   switch (x.dtype()) {
     case DType::Float32:
-      gemm_nt_typed<float>(x, w, bias, out);
+      gemm_nt_typed<float>(x, w, bias, out, relu);
       break;
     case DType::Float64:
-      gemm_nt_typed<double>(x, w, bias, out);
+      gemm_nt_typed<double>(x, w, bias, out, relu);
       break;
     default: {
-      Tensor o3 = out.view({1, x.size(0), w.size(0)});
-      bmm_int(x.unsqueeze(0), w.t().unsqueeze(0), o3);
-      if (bias.defined()) {
-        int64_t* po = out.data<int64_t>();
-        const int64_t* pb = bias.data<int64_t>();
-        for (int64_t i = 0; i < x.size(0); ++i)
-          for (int64_t j = 0; j < w.size(0); ++j) po[i * w.size(0) + j] += pb[j * bias.stride(0)];
-      }
+      bmm_int(x, w.transpose(1, 2), out);
+      int64_t* po = out.data<int64_t>();
+      const int64_t rows = x.size(1), cols = w.size(1);
+      for (int64_t i = 0; i < bt; ++i)
+        for (int64_t r = 0; r < rows; ++r)
+          for (int64_t c = 0; c < cols; ++c) {
+            int64_t& v = po[(i * rows + r) * cols + c];
+            if (bias.defined())
+              v += bias.data<int64_t>()[(bias.size(0) == 1 ? 0 : i) * bias.stride(0) +
+                                        c * bias.stride(1)];
+            if (relu) v = std::max<int64_t>(v, 0);
+          }
     }
   }
   return out;

@@ -1,6 +1,7 @@
 #pragma once
 // The kernel bridges. Eigen is included only in eigen_kernels.cpp (GEMM), xtensor only in
-// xtensor_kernels.cpp (element-wise, broadcast, reduction). Inputs are unbatched tensors of
+// xtensor_kernels.cpp (element-wise, broadcast, reduction); small_gemm.cpp is our own
+// register-blocked GEMM for small float matrices, behind gemm_nt. Inputs are unbatched tensors of
 // any strides; outputs are freshly allocated contiguous tensors unless `out` is given.
 #include <cstdint>
 
@@ -40,7 +41,11 @@ Tensor bmm(const Tensor& a, const Tensor& b);
 // The thread count of the BLAS behind Eigen (OpenBLAS), if any.
 void set_blas_threads(int threads);
 
-// y = x @ w^T + bias for x [N, K] and w [M, K] (any strides); bias [M] or undefined.
-Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias);
+// y[b] = x[b] @ w[b]^T + bias[b], then max(., 0) if relu, for x [Bx, N, K], w [Bw, M, K] and
+// bias [Bb, M] or undefined (any strides), where each leading size is the batch B or 1 (shared).
+// Result [B, N, M]. Small float matrices run the register-blocked kernel of small_gemm.cpp, the
+// rest Eigen (OpenBLAS); either way bias and ReLU are applied while the output is in cache.
+// Counts one Gemm kernel.
+Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu = false);
 
 }  // namespace td::kernels

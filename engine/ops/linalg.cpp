@@ -85,7 +85,8 @@ std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
   return {matmul_nd(a, b)};
 }
 
-std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs&) {
+// attrs.flag: linear_relu (ReLU applied as the GEMM's output is stored).
+std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
   if (in.size() < 2 || in.size() > 3)
     throw_error<ValueError>("[linear] expects 2 or 3 inputs, got ", in.size());
   const Tensor& x0 = in[0];
@@ -107,10 +108,11 @@ std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs&) {
   const int64_t in_f = w.size(1), out_f = w.size(0);
   Shape lead(x.shape().begin(), x.shape().end() - 1);
   Tensor x2 = x.dim() == 2 ? x : x.reshape({shape_numel(lead), in_f});
-  Tensor y = kernels::gemm_nt(x2, w, b);
+  Tensor y = kernels::gemm_nt(x2.unsqueeze(0), w.unsqueeze(0),
+                              b.defined() ? b.unsqueeze(0) : b, attrs.flag);
   Shape out_shape = lead;
   out_shape.push_back(out_f);
-  return {x.dim() == 2 ? y : y.view(out_shape)};
+  return {y.view(out_shape)};
 }
 
 }  // namespace impl
@@ -119,6 +121,12 @@ Tensor matmul(const Tensor& a, const Tensor& b) { return call_op1(OpId::matmul, 
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   return call_op1(OpId::linear, {x, weight, bias});
+}
+
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  OpAttrs attrs;
+  attrs.flag = true;
+  return call_op1(OpId::linear, {x, weight, bias}, attrs);
 }
 
 }  // namespace td

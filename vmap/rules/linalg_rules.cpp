@@ -1,7 +1,8 @@
-// matmul and linear. The ensemble hot path: a shared input against stacked weights is one GEMM
-// against the [B*out, in] matrix the weights already are (a view, no copy).
+// matmul and linear. The ensemble hot path, linear against stacked weights, calls the batched
+// GEMM kernel directly so that bias and ReLU ride in its output pass.
 #include <algorithm>
 
+#include "engine/kernels/kernels.h"
 #include "engine/ops.h"
 #include "vmap/rules/rule_helpers.h"
 
@@ -30,16 +31,33 @@ std::vector<Batched> matmul_rule(const RuleContext&, std::span<const Batched> in
   return one(out, 0);
 }
 
-// linear(x, w, b?):
+// The per-set shape checks of linear_impl, for the paths that call the GEMM kernel directly.
+void check_stacked_linear(const Batched& x, const Batched& w, const Batched& bias) {
+  Shape xs = per_set_shape(x), ws = per_set_shape(w);
+  if (xs.back() != ws[1])
+    throw_error<ValueError>("[linear] input of per-set shape ", shape_str(xs),
+                            " does not match weight of per-set shape ", shape_str(ws),
+                            " (expected [..., ", ws[1], "])");
+  if (bias.value.defined() && (logical_rank(bias) != 1 || per_set_shape(bias)[0] != ws[0]))
+    throw_error<ValueError>("[linear] bias of per-set shape ", shape_str(per_set_shape(bias)),
+                            " does not match weight of per-set shape ", shape_str(ws),
+                            " (expected [", ws[0], "])");
+}
+
+// linear(x, w, b?), relu fused when attrs.flag (linear_relu):
 //   B*I, OI, O?      -> B*O           (x's bdim stays where it is unless it is the last dim)
-//   *I, BOI, (B)O?   -> *(BO) -> *BO  (ONE gemm against w.view([B*O, I]), bdim = x.dim()-1)
-//   B*I, BOI, (B)O?  -> BMI @ BIO     (one batched gemm) + bias
+//   *I, BOI, (B)O?   -> B*O           (the shared x against each set's weights)
+//   B*I, BOI, (B)O?  -> B*O           (one batched GEMM, bias and ReLU in its output pass)
 //   *I, OI, BO       -> *O + B1..O
+// The stacked-weight cases run kernels::gemm_nt over the sets: each set's product, bias and
+// ReLU are done while its output is in cache.
 std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched> in,
-                                 const OpAttrs&) {
+                                 const OpAttrs& attrs) {
   const Batched& x = in[0];
   const Batched& w = in[1];
   Batched bias = in.size() > 2 ? in[2] : Batched{};
+  const bool fuse_relu = attrs.flag;
+  auto act = [&](Tensor t) { return fuse_relu ? relu(t) : t; };
   int64_t bsz = ctx.batch_size;
   if (logical_rank(w) != 2) {
     // rare 1-D weight: decompose
@@ -47,16 +65,16 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
     Batched y{matmul_rule(
         ctx, std::vector<Batched>{x, {wt, w.bdim ? std::optional<int64_t>(0) : std::nullopt}},
         {})[0]};
-    if (!bias.value.defined()) return {y};
+    if (!bias.value.defined()) return one(act(y.value), y.bdim);
     int64_t r = std::max(logical_rank(y), logical_rank(bias));
-    return one(add(front_and_pad(y, r), bias.bdim ? front_and_pad(bias, r) : bias.value), 0);
+    return one(act(add(front_and_pad(y, r), bias.bdim ? front_and_pad(bias, r) : bias.value)), 0);
   }
   if (logical_rank(x) == 0)
     throw_error<ValueError>("[linear] input needs at least 1 dim, got a 0-d per-set input");
   if (!x.bdim && !w.bdim) {
     // only the bias is batched: *O + B1..O
     Tensor y = linear(x.value, w.value);
-    return one(add(y, front_and_pad(bias, y.dim())), 0);
+    return one(act(add(y, front_and_pad(bias, y.dim()))), 0);
   }
   if (!w.bdim) {
     Tensor xv = x.value;
@@ -65,7 +83,9 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
       xv = move_bdim_to_front(x);
       xb = 0;
     }
-    if (!bias.bdim) return one(linear(xv, w.value, bias.value), xb);
+    if (!bias.bdim)
+      return one(fuse_relu ? linear_relu(xv, w.value, bias.value) : linear(xv, w.value, bias.value),
+                 xb);
     // batched bias [B, O]: add it aligned to the output's bdim
     Tensor y = linear(xv, w.value);
     Tensor bv = move_bdim_to_front(bias);  // [B, O]
@@ -73,27 +93,30 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
     Tensor bb = bv;
     for (int64_t d = 1; d < yr - 1 - xb; ++d) bb = bb.unsqueeze(1);  // [B, 1.., O]
     for (int64_t d = 0; d < xb; ++d) bb = bb.unsqueeze(0);           // [1.., B, 1.., O]
-    return one(add(y, bb), xb);
+    return one(act(add(y, bb)), xb);
   }
-  Tensor wf = move_bdim_to_front(w);  // [B, O, I]
-  int64_t out_f = wf.size(1), in_f = wf.size(2);
-  if (!x.bdim) {
-    Tensor w2 = wf.reshape({bsz * out_f, in_f});  // a view of contiguous stacked weights
-    Tensor b2;
-    if (bias.value.defined())
-      b2 = bias.bdim ? move_bdim_to_front(bias).reshape({bsz * out_f})
-                     : bias.value.unsqueeze(0).expand({bsz, out_f}).reshape({bsz * out_f});
-    Tensor y = linear(x.value, w2, b2);  // [*, B*O]
-    int64_t last = y.dim() - 1;
-    return one(y.unflatten(last, {bsz, out_f}), last);
-  }
-  // both batched: [B, M, I] @ [B, I, O]
-  Tensor xf = move_bdim_to_front(x);
+  check_stacked_linear(x, w, bias);
+  DType t = promote_types(x.value.dtype(), w.value.dtype());
+  if (bias.value.defined()) t = promote_types(t, bias.value.dtype());
+  if (t == DType::Bool) throw_error<TypeError>("[linear] not implemented for bool tensors");
+  Tensor wf = move_bdim_to_front(w).to(t);  // [B, O, I]
+  const int64_t out_f = wf.size(1), in_f = wf.size(2);
+  // x as [B or 1, M, I]
+  Tensor xf = x.bdim ? move_bdim_to_front(x) : x.value.unsqueeze(0);
   Shape lead(xf.shape().begin() + 1, xf.shape().end() - 1);
-  Tensor x3 = xf.reshape({bsz, shape_numel(lead), in_f});
-  Tensor y = matmul(x3, wf.transpose(1, 2));  // [B, M, O]
+  Tensor x3 = xf.to(t).reshape({xf.size(0), shape_numel(lead), in_f});
+  Tensor b2;  // [B or 1, O]
   if (bias.value.defined())
-    y = add(y, bias.bdim ? move_bdim_to_front(bias).unsqueeze(1) : bias.value);
+    b2 = (bias.bdim ? move_bdim_to_front(bias) : bias.value.unsqueeze(0)).to(t);
+  Tensor y;  // [B, M, O]
+  if (x3.is_batched() || wf.is_batched() || b2.is_batched()) {
+    // still batched at an outer vmap level: ops, so that level's rules see them
+    y = matmul(x3, wf.transpose(1, 2));
+    if (b2.defined()) y = add(y, b2.unsqueeze(1));
+    y = act(y);
+  } else {
+    y = kernels::gemm_nt(x3, wf, b2, fuse_relu);
+  }
   Shape out_shape{bsz};
   out_shape.insert(out_shape.end(), lead.begin(), lead.end());
   out_shape.push_back(out_f);

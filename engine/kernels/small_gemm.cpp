@@ -1,0 +1,142 @@
+// Register-blocked float32 GEMM for the small matrices of an ensemble (tens to hundreds of rows
+// and columns, one product per set). OpenBLAS spends a quarter of such a call packing and in
+// per-call setup; here one NR-column panel of w^T is packed at a time (it stays in L1) while MR
+// rows of x stream past it from L2, and bias and ReLU are applied as each tile is stored.
+#include "engine/kernels/small_gemm.h"
+
+#include <xsimd/xsimd.hpp>
+
+#include <algorithm>
+
+namespace td::kernels {
+namespace {
+
+using V = xsimd::batch<float>;
+constexpr int64_t W = static_cast<int64_t>(V::size);
+constexpr int64_t NR = 2 * W;      // panel width: two vectors
+constexpr int64_t MR = 6;          // tile rows: 12 accumulators, 2 panel vectors, 1 broadcast
+constexpr int64_t KC = 2048 / W;   // panel depth: KC x NR floats = 16 KiB, half of L1
+
+// The operands of one product c = a @ b^T: a [rows, k] is read a scalar at a time (any
+// strides), b [cols, k] is packed NR columns at a time; c(i, j) is at c + i * crs + j * ccs.
+// The bias is per column (col_bias) or per row (row_bias), with stride bs.
+struct Product {
+  const float* a;
+  int64_t ars, acs;
+  const float* b;
+  int64_t brs, bcs;
+  const float* col_bias;
+  const float* row_bias;
+  int64_t bs;
+  float* c;
+  int64_t crs, ccs;
+  int64_t rows, cols, k;
+  bool relu;
+};
+
+// One R x nc tile (R <= MR, nc <= NR) over kc steps of the packed panel. first: start from the
+// bias (a packed column row and/or a scalar per row); otherwise continue from what c holds.
+template <int R>
+void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t kc,
+          const float* col_init, const float* row_init, bool first, bool relu, float* c,
+          int64_t crs, int64_t ccs, int64_t nc) {
+  V acc[R][2];
+  alignas(64) float tmp[NR];
+  const bool dense = ccs == 1 && nc == NR;
+  for (int r = 0; r < R; ++r) {
+    if (!first) {
+      if (dense) {
+        acc[r][0] = V::load_unaligned(c + r * crs);
+        acc[r][1] = V::load_unaligned(c + r * crs + W);
+      } else {
+        for (int64_t j = 0; j < NR; ++j) tmp[j] = j < nc ? c[r * crs + j * ccs] : 0.0f;
+        acc[r][0] = V::load_aligned(tmp);
+        acc[r][1] = V::load_aligned(tmp + W);
+      }
+      continue;
+    }
+    acc[r][0] = col_init ? V::load_aligned(col_init) : V(0.0f);
+    acc[r][1] = col_init ? V::load_aligned(col_init + W) : V(0.0f);
+    if (row_init) {
+      acc[r][0] += V(row_init[r]);
+      acc[r][1] += V(row_init[r]);
+    }
+  }
+  for (int64_t p = 0; p < kc; ++p) {
+    const V b0 = V::load_aligned(panel + p * NR);
+    const V b1 = V::load_aligned(panel + p * NR + W);
+    for (int r = 0; r < R; ++r) {
+      const V av(a[r * ars + p * acs]);
+      acc[r][0] = xsimd::fma(av, b0, acc[r][0]);
+      acc[r][1] = xsimd::fma(av, b1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    if (relu) {
+      acc[r][0] = xsimd::max(acc[r][0], V(0.0f));
+      acc[r][1] = xsimd::max(acc[r][1], V(0.0f));
+    }
+    if (dense) {
+      acc[r][0].store_unaligned(c + r * crs);
+      acc[r][1].store_unaligned(c + r * crs + W);
+    } else {
+      acc[r][0].store_aligned(tmp);
+      acc[r][1].store_aligned(tmp + W);
+      for (int64_t j = 0; j < nc; ++j) c[r * crs + j * ccs] = tmp[j];
+    }
+  }
+}
+
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, const float*,
+                        const float*, bool, bool, float*, int64_t, int64_t, int64_t);
+constexpr TileFn kTiles[MR + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
+
+void run(const Product& q) {
+  alignas(64) float panel[KC * NR];
+  alignas(64) float col_init[NR];
+  alignas(64) float row_init[MR];
+  for (int64_t n0 = 0; n0 < q.cols; n0 += NR) {
+    const int64_t nc = std::min(NR, q.cols - n0);
+    for (int64_t j = 0; j < NR; ++j)
+      col_init[j] = q.col_bias && j < nc ? q.col_bias[(n0 + j) * q.bs] : 0.0f;
+    if (q.k == 0) std::fill(panel, panel + NR, 0.0f);
+    // one pass even when k == 0, to store the bias
+    for (int64_t k0 = 0; k0 < std::max<int64_t>(q.k, 1); k0 += KC) {
+      const int64_t kc = std::min(KC, q.k - k0);
+      // panel[p][j] = b[n0 + j][k0 + p], zero past the last column
+      for (int64_t j = 0; j < NR; ++j) {
+        const float* src = q.b + (n0 + j) * q.brs + k0 * q.bcs;
+        for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = j < nc ? src[p * q.bcs] : 0.0f;
+      }
+      const bool first = k0 == 0, last = k0 + kc >= q.k;
+      for (int64_t m0 = 0; m0 < q.rows; m0 += MR) {
+        const int64_t rows = std::min(MR, q.rows - m0);
+        if (q.row_bias)
+          for (int64_t r = 0; r < rows; ++r) row_init[r] = q.row_bias[(m0 + r) * q.bs];
+        kTiles[rows](q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, panel, std::max<int64_t>(kc, 0),
+                     q.col_bias ? col_init : nullptr, q.row_bias ? row_init : nullptr, first,
+                     q.relu && last, q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool small_gemm_pays(int64_t m, int64_t n, int64_t k) {
+  (void)n;
+  return m * k * static_cast<int64_t>(sizeof(float)) <= (256 << 10);
+}
+
+void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int64_t wrs,
+                   int64_t wcs, const float* bias, int64_t bs, float* y, int64_t yrs, int64_t m,
+                   int64_t n, int64_t k, bool relu) {
+  // Few output columns would leave most of a panel empty: compute y^T = w @ x^T instead, with
+  // the rows of x as the panel's columns.
+  if (n <= W && m > n)
+    run({w, wrs, wcs, x, xrs, xcs, nullptr, bias, bs, y, 1, yrs, n, m, k, relu});
+  else
+    run({x, xrs, xcs, w, wrs, wcs, bias, nullptr, bs, y, yrs, 1, m, n, k, relu});
+}
+
+}  // namespace td::kernels

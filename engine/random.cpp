@@ -5,6 +5,10 @@
 #include <atomic>
 #include <cmath>
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 namespace td {
 namespace {
 
@@ -85,13 +89,40 @@ uint64_t combine_set_key(uint64_t parent, uint64_t index) {
   return splitmix64(parent * 0x100000001B3ULL ^ splitmix64(index + 1));
 }
 
+#ifdef __AVX2__
+// Eight rounds-in-parallel of philox_round: the 32x32->64 products are split into their high and
+// low halves with even/odd lane multiplies (no cross-lane shuffles, which the compiler's own
+// vectorisation of the 64-bit product needs).
+struct Lanes8 {
+  __m256i c0, c1, c2, c3;
+};
+inline void philox_round8(Lanes8& v, __m256i k0, __m256i k1) {
+  auto mul = [](__m256i c, uint32_t m, __m256i& hi, __m256i& lo) {
+    const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
+    const __m256i even = _mm256_mul_epu32(c, mv);
+    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), mv);
+    hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
+    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+  };
+  __m256i hi0, lo0, hi1, lo1;
+  mul(v.c0, kM0, hi0, lo0);
+  mul(v.c2, kM1, hi1, lo1);
+  const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, v.c1), k0);
+  const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, v.c3), k1);
+  v.c1 = lo1;
+  v.c3 = lo0;
+  v.c0 = n0;
+  v.c2 = n2;
+}
+#endif
+
 // Philox blocks [first, first + count) of one key into words[4 * i + lane], 16 blocks at a time
 // in structure-of-arrays form so the rounds vectorise.
 static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
   constexpr int kW = 16;
   for (int64_t base = 0; base < count; base += kW) {
     int w = static_cast<int>(std::min<int64_t>(kW, count - base));
-    uint32_t c0[kW], c1[kW], c2[kW], c3[kW];
+    alignas(32) uint32_t c0[kW], c1[kW], c2[kW], c3[kW];
     for (int l = 0; l < kW; ++l) {
       auto c = b.counter(first + base + l);
       c0[l] = c[0];
@@ -99,12 +130,35 @@ static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_
       c2[l] = c[2];
       c3[l] = c[3];
     }
+#ifdef __AVX2__
+    for (int g = 0; g < kW; g += 8) {
+      auto load = [&](const uint32_t* a) {
+        return _mm256_load_si256(reinterpret_cast<const __m256i*>(a + g));
+      };
+      Lanes8 v{load(c0), load(c1), load(c2), load(c3)};
+      uint32_t k0 = b.k0, k1 = b.k1;
+      for (int r = 0; r < 10; ++r) {
+        philox_round8(v, _mm256_set1_epi32(static_cast<int>(k0)),
+                      _mm256_set1_epi32(static_cast<int>(k1)));
+        k0 += kW0;
+        k1 += kW1;
+      }
+      auto store = [&](uint32_t* a, __m256i x) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(a + g), x);
+      };
+      store(c0, v.c0);
+      store(c1, v.c1);
+      store(c2, v.c2);
+      store(c3, v.c3);
+    }
+#else
     uint32_t k0 = b.k0, k1 = b.k1;
     for (int r = 0; r < 10; ++r) {
       for (int l = 0; l < kW; ++l) philox_round(c0[l], c1[l], c2[l], c3[l], k0, k1);
       k0 += kW0;
       k1 += kW1;
     }
+#endif
     for (int l = 0; l < w; ++l) {
       uint32_t* o = words + 4 * (base + l);
       o[0] = c0[l];
@@ -112,6 +166,19 @@ static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_
       o[2] = c2[l];
       o[3] = c3[l];
     }
+  }
+}
+
+// Float draws with elem0 = 0 (every fill but a resumed one): element i is word i, so blocks
+// are made in runs and run(i, words, len) consumes elements [i, i + len) in a plain loop.
+template <class Run>
+static void for_each_float_run(const Block& b, int64_t n, Run&& run) {
+  constexpr int64_t kRun = 256;
+  alignas(32) uint32_t words[4 * kRun];
+  for (int64_t i = 0; i < n; i += 4 * kRun) {
+    const int64_t len = std::min<int64_t>(4 * kRun, n - i);
+    philox_blocks(b, static_cast<uint64_t>(i / 4), (len + 3) / 4, words);
+    run(i, words, len);
   }
 }
 
@@ -139,6 +206,13 @@ static void for_each_word(const Block& b, uint64_t elem0, int64_t n, Emit&& emit
 
 void philox_uniform(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
                     uint64_t elem0) {
+  if (elem0 == 0) {
+    for_each_float_run(make_block(seed, stream, set_key), n,
+                       [&](int64_t i, const uint32_t* words, int64_t len) {
+                         for (int64_t t = 0; t < len; ++t) out[i + t] = to_float(words[t]);
+                       });
+    return;
+  }
   for_each_word<4>(make_block(seed, stream, set_key), elem0, n,
                    [&](int64_t i, int lane, const uint32_t* r) { out[i] = to_float(r[lane]); });
 }
@@ -148,6 +222,35 @@ void philox_uniform(double* out, int64_t n, uint64_t seed, uint64_t stream, uint
   for_each_word<2>(make_block(seed, stream, set_key), elem0, n,
                    [&](int64_t i, int lane, const uint32_t* r) {
                      out[i] = to_double(r[2 * lane], r[2 * lane + 1]);
+                   });
+}
+
+// restrict: lets the loop vectorise (to_float's u >> 8 fits an int32, so the conversion is exact)
+static void dropout_run(const float* __restrict x, float* __restrict out,
+                        const uint32_t* __restrict words, int64_t len, float pf, float scale) {
+  for (int64_t t = 0; t < len; ++t) {
+    const float u = static_cast<float>(static_cast<int32_t>(words[t] >> 8)) * (1.0f / 16777216.0f);
+    const float keep = static_cast<float>(u >= pf);
+    out[t] = (x[t] * keep) * scale;
+  }
+}
+
+void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t seed,
+                    uint64_t stream, uint64_t set_key) {
+  const float pf = static_cast<float>(p), scale = static_cast<float>(1.0 / (1.0 - p));
+  for_each_float_run(make_block(seed, stream, set_key), n,
+                     [&](int64_t i, const uint32_t* words, int64_t len) {
+                       dropout_run(x + i, out + i, words, len, pf, scale);
+                     });
+}
+
+void philox_dropout(const double* x, double* out, int64_t n, double p, uint64_t seed,
+                    uint64_t stream, uint64_t set_key) {
+  const double scale = 1.0 / (1.0 - p);
+  for_each_word<2>(make_block(seed, stream, set_key), 0, n,
+                   [&](int64_t i, int lane, const uint32_t* r) {
+                     out[i] = (x[i] * (to_double(r[2 * lane], r[2 * lane + 1]) >= p ? 1.0 : 0.0)) *
+                              scale;
                    });
 }
 

@@ -36,5 +36,12 @@ void philox_normal(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64
                    uint64_t elem0 = 0);  // N(0, 1)
 void philox_normal(double* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
                    uint64_t elem0 = 0);
+// Dropout in one pass: out[i] = (x[i] * (u_i >= p)) * (1 / (1 - p)) in the dtype's arithmetic,
+// u_i being element i of philox_uniform with the same arguments: bit for bit what
+// mul(mul(x, ge(rand, p).to(dtype)), 1 / (1 - p)) gives, without its four passes.
+void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t seed,
+                    uint64_t stream, uint64_t set_key);
+void philox_dropout(const double* x, double* out, int64_t n, double p, uint64_t seed,
+                    uint64_t stream, uint64_t set_key);
 
 }  // namespace td

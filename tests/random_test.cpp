@@ -131,3 +131,19 @@ TEST_CASE("the vectorised fill equals the scalar Philox word by word, from any o
       CHECK(f[i] == float(philox_word(99, 5, 1234567, elem0 + i) >> 8) * (1.0f / 16777216.0f));
   }
 }
+
+// The one-pass dropout kernel against the formula it replaces, draw for draw.
+TEST_CASE("dropout equals x * (rand >= p) / (1 - p) with the same draws, bit for bit") {
+  for (DType dt : {kFloat32, kFloat64})
+    for (double p : {0.1, 0.37, 0.9}) {
+      Tensor x = randn({7, 33}, dt).transpose(0, 1);  // non-contiguous input
+      manual_seed(3);
+      Tensor got = dropout(x, p, true);
+      manual_seed(3);
+      Tensor keep = ge(rand({33, 7}, dt), p).to(dt);
+      Tensor want = mul(mul(x, keep), 1.0 / (1.0 - p));
+      CHECK(got.dtype() == dt);
+      CHECK(got.to_vector<double>() == want.to_vector<double>());
+      CHECK(sum(eq(got, 0.0)).item<int64_t>() > 0);
+    }
+}

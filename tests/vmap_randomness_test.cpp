@@ -155,3 +155,35 @@ TEST_CASE("vmap nested randomness: each level applies its own mode") {
     CHECK_FALSE(equal(r.select(0, 1).select(0, 0), r.select(0, 0).select(0, 0)));
   }
 }
+
+// vmap's one-pass dropout rule against the composite it replaces, run under the same vmap (whose
+// rand rule keys each set), for batched and shared inputs, Same and Different, float and double.
+TEST_CASE("vmap dropout equals the composite rand >= p formula bit for bit") {
+  auto composite = [](Tensor t) {
+    Tensor keep = ge(rand(t.shape(), t.dtype()), 0.3).to(t.dtype());
+    return mul(mul(t, keep), 1.0 / 0.7);
+  };
+  for (DType dt : {kFloat32, kFloat64})
+    for (Randomness r : {Randomness::Different, Randomness::Same})
+      for (bool shared : {false, true}) {
+        if (shared && r == Randomness::Same) continue;  // unbatched in, unbatched out
+        CAPTURE(static_cast<int>(r));
+        CAPTURE(shared);
+        Tensor x = shared ? randn({5, 6}, dt) : randn({4, 5, 6}, dt);
+        VmapOptions o{.in_dims = {shared ? std::nullopt : std::optional<int64_t>(0)},
+                      .randomness = r};
+        auto run = [&](auto fn, std::optional<int64_t> chunk) {
+          VmapOptions oc = o;
+          oc.chunk_size = chunk;
+          manual_seed(21);
+          // the batch size comes from a second, batched argument when x is shared
+          oc.in_dims.push_back(0);
+          return vmap([&](Tensor t, Tensor) { return fn(t); }, oc)(x, zeros({4}));
+        };
+        Tensor fused = run([](Tensor t) { return dropout(t, 0.3, true); }, std::nullopt);
+        Tensor want = run(composite, std::nullopt);
+        CHECK(fused.to_vector<double>() == want.to_vector<double>());
+        Tensor chunked = run([](Tensor t) { return dropout(t, 0.3, true); }, 3);
+        CHECK(chunked.to_vector<double>() == want.to_vector<double>());
+      }
+}

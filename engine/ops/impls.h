@@ -10,4 +10,8 @@ namespace td::impl {
   std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs& attrs);
 TD_OPS(TD_X)
 #undef TD_X
+
+// Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
+// kernel of dropout_impl, shared with vmap's dropout rule.
+void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key);
 }  // namespace td::impl

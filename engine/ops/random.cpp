@@ -33,6 +33,18 @@ std::vector<Tensor> draw(const char* op, const OpAttrs& attrs, bool normal) {
   return {out};
 }
 
+}  // namespace
+
+void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key) {
+  const uint64_t seed = rng_state().seed;
+  if (x.dtype() == DType::Float32)
+    philox_dropout(x.data<float>(), out.data<float>(), x.numel(), p, seed, stream, key);
+  else
+    philox_dropout(x.data<double>(), out.data<double>(), x.numel(), p, seed, stream, key);
+}
+
+namespace {
+
 const Tensor& single(const char* op, std::span<const Tensor> in) {
   if (in.size() != 1 || !in[0].defined())
     throw_error<ValueError>("[", op, "] expected one defined input tensor");
@@ -65,9 +77,18 @@ std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attr
   if (p < 0 || p > 1) throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
   if (!attrs.training || p == 0) return {x};
   if (p == 1) return {zeros(x.shape(), x.dtype())};
-  // keep with probability 1 - p, scale the kept values by 1 / (1 - p)
-  Tensor keep = ge(rand(x.shape(), x.dtype()), p).to(x.dtype());
-  return {mul(mul(x, keep), 1.0 / (1.0 - p))};
+  if (x.is_batched()) {
+    // inside vmap's decomposition: the ops take their own rules. Keep with probability 1 - p,
+    // scale the kept values by 1 / (1 - p).
+    Tensor keep = ge(rand(x.shape(), x.dtype()), p).to(x.dtype());
+    return {mul(mul(x, keep), 1.0 / (1.0 - p))};
+  }
+  // the same draws (one stream, as rand takes) and arithmetic in one pass
+  Tensor xc = x.contiguous();
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  count_kernel(KernelKind::Random);
+  fused_dropout(xc, out, p, next_rng_stream(), rng_state().set_key);
+  return {out};
 }
 
 }  // namespace impl

@@ -1,6 +1,7 @@
 // Random ops. rand/randn draw every set of every visible Different level in one kernel, keyed
-// by the set's global index so draws do not depend on chunking; bernoulli/dropout decompose
-// into public ops (their composite impl) run with the level visible again.
+// by the set's global index so draws do not depend on chunking; bernoulli (and dropout under
+// nested levels) decompose into public ops (their composite impl) run with the level visible
+// again; dropout at one level runs the same draws in one pass per set.
 #include "engine/batching.h"
 #include "engine/ops/impls.h"
 #include "engine/random.h"
@@ -84,13 +85,43 @@ std::vector<Batched> decomposition_rule(const RuleContext& ctx, std::span<const 
   return result;
 }
 
+// dropout at a single visible level: each set's slice in one pass (fused_dropout) with the
+// draws rand would give it (key of the set's global index for Different, the unbatched key for
+// Same), so results match the decomposition, the loop and any chunking bit for bit. Nested
+// levels, or an input batched at another level, take the decomposition.
+std::vector<Batched> dropout_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                  const OpAttrs& attrs) {
+  const Batched& x = in[0];
+  const double p = attrs.alpha;
+  const bool simple = active_levels().empty() && !x.value.is_batched() &&
+                      is_floating(x.value.dtype()) && attrs.training && p > 0 && p < 1;
+  if (!simple) return decomposition_rule(ctx, in, attrs);
+  if (ctx.randomness == Randomness::Error)
+    throw_error<RuntimeError>("[dropout] vmap: random operation with randomness='error'; pass "
+                              "randomness='different' or 'same'");
+  const bool different = ctx.randomness == Randomness::Different;
+  if (!x.bdim && !different) return decomposition_rule(ctx, in, attrs);  // one unbatched draw
+  Tensor xf = (x.bdim ? move_bdim_to_front(x) : ensure_has_bdim(x, ctx.batch_size)).contiguous();
+  Tensor out = Tensor::empty(xf.shape(), xf.dtype());
+  count_kernel(KernelKind::Random);
+  const RngState st = rng_state();
+  const uint64_t stream = next_rng_stream();
+  for (int64_t s = 0; s < ctx.batch_size; ++s) {
+    const uint64_t key =
+        different ? combine_set_key(st.set_key, static_cast<uint64_t>(ctx.set_offset + s))
+                  : st.set_key;
+    impl::fused_dropout(xf.select(0, s), out.select(0, s), p, stream, key);
+  }
+  return one(out, 0);
+}
+
 }  // namespace
 
 void register_random_rules() {
   set_batch_rule(OpId::rand, rand_rule);
   set_batch_rule(OpId::randn, rand_rule);
   set_batch_rule(OpId::bernoulli, decomposition_rule);
-  set_batch_rule(OpId::dropout, decomposition_rule);
+  set_batch_rule(OpId::dropout, dropout_rule);
 }
 
 }  // namespace td::rules

@@ -6,6 +6,10 @@
 
 #include <xsimd/xsimd.hpp>
 
+#ifdef __AVX2__
+#include <immintrin.h>
+#endif
+
 #include <algorithm>
 
 namespace td::kernels {
@@ -91,6 +95,44 @@ using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, c
                         const float*, bool, bool, float*, int64_t, int64_t, int64_t);
 constexpr TileFn kTiles[MR + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>, tile<5>, tile<6>};
 
+// panel[p][j] = b[j][p] for j < nc, p < kc, zero for nc <= j < NR: a transpose, done in 8x8
+// blocks in registers when b's rows are contiguous (a scalar transpose costs as much as a tenth
+// of a small product).
+void pack_panel(const float* b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc, float* panel) {
+  int64_t p0 = 0;
+#ifdef __AVX2__
+  if (bcs == 1) {
+    for (; p0 + 8 <= kc; p0 += 8)
+      for (int64_t j0 = 0; j0 + 8 <= nc; j0 += 8) {
+        __m256 r[8], t[8];
+        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(b + (j0 + i) * brs + p0);
+        for (int i = 0; i < 8; i += 2) {
+          t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+          t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+        }
+        for (int i = 0; i < 8; i += 4)
+          for (int h = 0; h < 2; ++h) {
+            r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+            r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+          }
+        // r[0], r[2], r[1], r[3] hold columns (0,4), (1,5), (2,6), (3,7) of rows 0-3; r[4..7]
+        // the same for rows 4-7
+        const int order[4] = {0, 2, 1, 3};
+        for (int c = 0; c < 4; ++c) {
+          const __m256 lo = r[order[c]], hi = r[4 + order[c]];
+          _mm256_storeu_ps(panel + (p0 + c) * NR + j0, _mm256_permute2f128_ps(lo, hi, 0x20));
+          _mm256_storeu_ps(panel + (p0 + c + 4) * NR + j0, _mm256_permute2f128_ps(lo, hi, 0x31));
+        }
+      }
+    // columns past the last full block of 8 rows, for the depths done above
+    for (int64_t j = nc / 8 * 8; j < NR; ++j)
+      for (int64_t p = 0; p < p0; ++p) panel[p * NR + j] = j < nc ? b[j * brs + p] : 0.0f;
+  }
+#endif
+  for (int64_t j = 0; j < NR; ++j)
+    for (int64_t p = p0; p < kc; ++p) panel[p * NR + j] = j < nc ? b[j * brs + p * bcs] : 0.0f;
+}
+
 void run(const Product& q) {
   alignas(64) float panel[KC * NR];
   alignas(64) float col_init[NR];
@@ -103,11 +145,7 @@ void run(const Product& q) {
     // one pass even when k == 0, to store the bias
     for (int64_t k0 = 0; k0 < std::max<int64_t>(q.k, 1); k0 += KC) {
       const int64_t kc = std::min(KC, q.k - k0);
-      // panel[p][j] = b[n0 + j][k0 + p], zero past the last column
-      for (int64_t j = 0; j < NR; ++j) {
-        const float* src = q.b + (n0 + j) * q.brs + k0 * q.bcs;
-        for (int64_t p = 0; p < kc; ++p) panel[p * NR + j] = j < nc ? src[p * q.bcs] : 0.0f;
-      }
+      pack_panel(q.b + n0 * q.brs + k0 * q.bcs, q.brs, q.bcs, nc, kc, panel);
       const bool first = k0 == 0, last = k0 + kc >= q.k;
       for (int64_t m0 = 0; m0 < q.rows; m0 += MR) {
         const int64_t rows = std::min(MR, q.rows - m0);

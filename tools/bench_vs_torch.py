@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""Interleaved td vs PyTorch benchmark (BENCHMARKS.md's method) and issue 7's targets.
+
+Runs `tdvmap bench --json` and ../shared/bench/anchor_torch.py alternately --rounds times, both
+with OpenBLAS's processor override unset, takes per-workload medians over the rounds and prints
+the ratios next to their targets. Also runs td with --threads 2 (thread scaling) and mlp32_perset
+with --chunk-size 4 (peak memory).
+
+  tools/bench_vs_torch.py [--rounds 3] [--tdvmap build/tools/tdvmap/tdvmap] [--anchor PATH]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ENV = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+
+# workload -> functional_vmap / best PyTorch target, and vmap / own-loop target
+TARGETS = {
+    "seed_linear4": (0.25, 0.5),
+    "mlp32_shared": (0.7, 0.5),
+    "mlp32_perset": (0.7, 0.5),
+    "mlp8_large": (1.0, 1.0),
+    "mlp32_dropout_diff": (0.4, 0.5),
+    "mlp256_small": (0.3, 0.5),
+}
+
+
+def td_run(tdvmap, *flags):
+    out = subprocess.run([tdvmap, "bench", "--json", *flags], env=ENV, check=True,
+                         capture_output=True, text=True).stdout
+    return {r["name"]: r for r in json.loads(out)}
+
+
+def torch_run(anchor, threads="1"):
+    out = subprocess.run(["/usr/bin/python3", anchor, threads], env=ENV, check=True,
+                         capture_output=True, text=True).stdout
+    rows = {}
+    for line in out.splitlines():
+        parts = line.split("\t")
+        if len(parts) < 2 or "=" not in parts[1]:
+            continue
+        rows[parts[0]] = {k: float(v) for k, v in (p.split("=", 1) for p in parts[1:])
+                          if k.endswith("_us")}
+    return rows
+
+
+def median(runs, name, key):
+    return statistics.median(r[name][key] for r in runs)
+
+
+def mark(ok):
+    return "yes" if ok else "NO"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tdvmap", default=os.path.join(ROOT, "build", "tools", "tdvmap", "tdvmap"))
+    ap.add_argument("--anchor",
+                    default=os.path.join(ROOT, "..", "shared", "bench", "anchor_torch.py"))
+    a = ap.parse_args()
+    td, torch, td2 = [], [], []
+    for i in range(a.rounds):
+        print(f"round {i + 1}/{a.rounds}", file=sys.stderr)
+        td.append(td_run(a.tdvmap, "--peak", "--threads", "1"))
+        torch.append(torch_run(a.anchor))
+        td2.append(td_run(a.tdvmap, "--peak", "--threads", "2", "--workload",
+                          "mlp32_perset,mlp8_large"))
+    mem = td_run(a.tdvmap, "--workload", "mlp32_perset", "--chunk-size", "4")["mlp32_perset"]
+
+    sgemm = median(td, "sgemm_1024", "gflops")
+    print(f"sgemm 1024x1024, 1 thread: {sgemm:.1f} GFLOP/s (median of {a.rounds} rounds)\n")
+    print("| workload | td vmap us | td loop us | chunk8 us | best PyTorch us | vs PyTorch "
+          "(target) | vs own loop (target) | chunk8 / vmap (<= 1.3) |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, (t_torch, t_loop) in TARGETS.items():
+        v, l, c = (median(td, name, k) for k in ("vmap_us", "loop_us", "chunk8_us"))
+        best = median(torch, name, "best_us")
+        print(f"| {name} | {v:.1f} | {l:.1f} | {c:.1f} | {best:.1f} | {v / best:.2f} "
+              f"({t_torch}, {mark(v / best <= t_torch)}) | {v / l:.2f} ({t_loop}, "
+              f"{mark(v / l <= t_loop)}) | {c / v:.2f} ({mark(c / v <= 1.3)}) |")
+    large = median(td, "mlp8_large", "gflops")
+    print(f"\nmlp8_large: {large:.1f} GFLOP/s = {large / sgemm:.2f} of sgemm "
+          f"(target 0.85: {mark(large / sgemm >= 0.85)})")
+    for name in ("mlp32_perset", "mlp8_large"):
+        s = median(td, name, "vmap_us") / median(td2, name, "vmap_us")
+        print(f"{name}: --threads 2 is {s:.2f}x faster than 1 thread (target 1.7: "
+              f"{mark(s >= 1.7)})")
+    print(f"mlp32_perset peak MiB: unchunked {mem['peak_mb']:.2f}, chunk_size 4 "
+          f"{mem['chunk_peak_mb']:.2f} (target <= a quarter: "
+          f"{mark(mem['chunk_peak_mb'] <= mem['peak_mb'] / 4)})")
+
+
+if __name__ == "__main__":
+    main()

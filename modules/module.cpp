@@ -30,18 +30,31 @@ ParameterOverride::ParameterOverride(const Module& root, const TensorDict& param
     : prev_(tl_override) {
   auto slots = root.named_slots();
   auto leaves = params.leaves();
-  std::unordered_map<std::string, const Tensor*> given;
-  for (const auto& [k, t] : leaves) given.emplace(k, &t);
-  for (const auto& [name, slot] : slots) {
-    auto it = given.find(name);
-    if (it == given.end())
-      throw_error<KeyError>("[ParameterOverride] params has no entry for '", name, "' of ",
-                            root.type_name());
-    const Shape& want = slot->value.shape();
-    if (it->second->shape() != want)
-      throw_error<ValueError>("[ParameterOverride] '", name, "' has shape ",
-                              shape_str(it->second->shape()), " but the module's tensor has shape ",
-                              shape_str(want));
+  // given[i]: the tensor for slots[i]. params made by from_module(s) list the keys in the
+  // module's order, so they are matched pairwise; any other order takes a name lookup.
+  std::vector<const Tensor*> given(slots.size(), nullptr);
+  bool in_order = leaves.size() == slots.size();
+  for (size_t i = 0; in_order && i < slots.size(); ++i) {
+    in_order = leaves[i].first == slots[i].first;
+    given[i] = &leaves[i].second;
+  }
+  if (!in_order) {
+    std::unordered_map<std::string, const Tensor*> by_name;
+    for (const auto& [k, t] : leaves) by_name.emplace(k, &t);
+    for (size_t i = 0; i < slots.size(); ++i) {
+      auto it = by_name.find(slots[i].first);
+      if (it == by_name.end())
+        throw_error<KeyError>("[ParameterOverride] params has no entry for '", slots[i].first,
+                              "' of ", root.type_name());
+      given[i] = it->second;
+    }
+  }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    const Shape& want = slots[i].second->value.shape();
+    if (given[i]->shape() != want)
+      throw_error<ValueError>("[ParameterOverride] '", slots[i].first, "' has shape ",
+                              shape_str(given[i]->shape()),
+                              " but the module's tensor has shape ", shape_str(want));
   }
   if (leaves.size() != slots.size()) {
     for (const auto& [k, t] : leaves) {
@@ -51,7 +64,7 @@ ParameterOverride::ParameterOverride(const Module& root, const TensorDict& param
     }
   }
   map_.reserve(slots.size());
-  for (const auto& [name, slot] : slots) map_.emplace(slot, *given.at(name));
+  for (size_t i = 0; i < slots.size(); ++i) map_.emplace(slots[i].second, *given[i]);
   tl_override = this;
 }
 

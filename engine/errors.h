@@ -5,8 +5,8 @@
 #include <string>
 #include <utility>
 
-// operator<< for Shape must be visible where cat_str is defined: Shape is a std::vector, so
-// argument-dependent lookup would not find it.
+// operator<< for Shape must be visible where cat_str is defined: a std::vector<int64_t> argument
+// prints through its conversion to Shape, which argument-dependent lookup would not find.
 #include "engine/shape.h"
 
 namespace td {

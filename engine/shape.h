@@ -6,11 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "engine/small_vector.h"
+
 namespace td {
 
-using Shape = std::vector<int64_t>;
-using Strides = std::vector<int64_t>;
-using IntList = std::vector<int64_t>;
+// Six dims inline cover a conv input under two vmap levels; longer shapes spill to the heap.
+// Converts to and from std::vector<int64_t> implicitly.
+using Shape = SmallVector<int64_t, 6>;
+using Strides = Shape;
+using IntList = Shape;
 
 std::ostream& operator<<(std::ostream& os, const Shape& s);  // [4, 10, 1]
 std::string shape_str(const Shape& s);

@@ -13,6 +13,7 @@
 #include "engine/dtype.h"
 #include "engine/errors.h"
 #include "engine/shape.h"
+#include "engine/small_vector.h"
 #include "engine/storage.h"
 
 namespace td {
@@ -21,7 +22,8 @@ struct BatchTag {
   int level;     // vmap level, 1 = outermost
   int64_t pdim;  // physical dim
 };
-using BatchTags = std::vector<BatchTag>;  // sorted by level
+// Sorted by level. Nesting rarely goes deeper than a few levels, so no heap block per tensor.
+using BatchTags = SmallVector<BatchTag, 3>;
 
 struct TensorImpl {
   std::shared_ptr<Storage> storage;
@@ -30,8 +32,7 @@ struct TensorImpl {
   Shape pshape;  // physical
   Strides pstrides;
   BatchTags tags;
-  // Logical layout (physical without tagged dims); kept only when tagged, so an untagged
-  // tensor costs two small vectors, not four.
+  // Logical layout (physical without tagged dims); kept only when tagged.
   Shape tagged_shape;
   Strides tagged_strides;
   const Shape& shape() const { return tags.empty() ? pshape : tagged_shape; }

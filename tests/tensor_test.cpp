@@ -27,6 +27,44 @@ Tensor iota(const Shape& s) {
 
 }  // namespace
 
+TEST_CASE("Shape is a small vector that stands in for std::vector<int64_t>") {
+  Shape s{4, 10, 1};
+  std::vector<int64_t> v = s;  // implicit both ways
+  Shape back = v;
+  CHECK(back == s);
+  CHECK(s == std::vector<int64_t>{4, 10, 1});
+  CHECK(std::vector<int64_t>{4, 10} != s);
+  CHECK(Shape(3, 2) == Shape{2, 2, 2});
+  CHECK(Shape(v.rbegin(), v.rend()) == Shape{1, 10, 4});
+  CHECK(Shape{1, 2} < Shape{1, 3});
+  std::ostringstream os;
+  os << s;
+  CHECK(os.str() == "[4, 10, 1]");
+
+  // past the inline capacity, and inserting a piece of itself (which may move the storage)
+  Shape big;
+  for (int64_t i = 0; i < 10; ++i) big.push_back(i);
+  big.insert(big.begin() + 1, big.begin(), big.end());
+  CHECK(big.size() == 20);
+  CHECK(big[0] == 0);
+  CHECK(big[1] == 0);
+  CHECK(big[10] == 9);
+  CHECK(big.back() == 9);
+  big.erase(big.begin() + 1, big.begin() + 11);
+  CHECK(big == Shape{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  big.insert(big.begin(), big.back());
+  CHECK(big.front() == 9);
+  Shape moved = std::move(big);
+  CHECK(moved.size() == 11);
+  CHECK(big.empty());
+  big = moved;
+  CHECK(big == moved);
+  CHECK_THROWS_AS(big.at(11), std::out_of_range);
+  big.resize(2);
+  big.resize(4);
+  CHECK(big == Shape{9, 0, 0, 0});
+}
+
 TEST_CASE("factories") {
   Tensor z = zeros({2, 3});
   CHECK(z.shape() == Shape{2, 3});

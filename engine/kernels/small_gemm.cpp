@@ -102,8 +102,10 @@ void pack_panel(const float* b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc
   int64_t p0 = 0;
 #ifdef __AVX2__
   if (bcs == 1) {
-    for (; p0 + 8 <= kc; p0 += 8)
-      for (int64_t j0 = 0; j0 + 8 <= nc; j0 += 8) {
+    const int64_t full = kc / 8 * 8;
+    // rows outer: eight rows stream at a time, which the prefetcher follows
+    for (int64_t j0 = 0; j0 + 8 <= nc; j0 += 8)
+      for (p0 = 0; p0 < full; p0 += 8) {
         __m256 r[8], t[8];
         for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(b + (j0 + i) * brs + p0);
         for (int i = 0; i < 8; i += 2) {
@@ -124,6 +126,7 @@ void pack_panel(const float* b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc
           _mm256_storeu_ps(panel + (p0 + c + 4) * NR + j0, _mm256_permute2f128_ps(lo, hi, 0x31));
         }
       }
+    p0 = full;
     // columns past the last full block of 8 rows, for the depths done above
     for (int64_t j = nc / 8 * 8; j < NR; ++j)
       for (int64_t p = 0; p < p0; ++p) panel[p * NR + j] = j < nc ? b[j * brs + p] : 0.0f;

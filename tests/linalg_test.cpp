@@ -291,16 +291,17 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
 
 // kernels::gemm_nt over every tile edge of the small-matrix kernel (rows around its 6-row tile,
 // columns around its two-vector panel and the transposed narrow case, depths past its 16 KiB
-// panel) and of the Eigen path, against a double loop: shared and per-set operands, bias none,
-// shared or per set, ReLU on and off, transposed storage.
+// panel), its direct loop for tiny products, and the Eigen path, against a double loop: shared
+// and per-set operands, bias none, shared or per set, ReLU on and off, transposed storage.
 TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive loop") {
   struct Case {
     int64_t bt, m, n, k;
   };
-  const std::vector<Case> cases = {{1, 1, 1, 1},   {2, 5, 3, 7},    {3, 6, 8, 16},
-                                   {2, 7, 9, 0},   {2, 13, 16, 33}, {1, 12, 17, 5},
-                                   {2, 64, 4, 32}, {2, 19, 33, 300}, {1, 5, 70, 600},
-                                   {2, 300, 20, 300}};
+  // the first four and the last take the direct loop for tiny products (m * n * k <= 1024)
+  const std::vector<Case> cases = {{1, 1, 1, 1},    {2, 5, 3, 7},     {3, 6, 8, 16},
+                                   {2, 7, 9, 0},    {3, 6, 8, 32},    {2, 13, 16, 33},
+                                   {1, 12, 17, 9},  {2, 64, 4, 32},   {2, 19, 33, 300},
+                                   {1, 5, 70, 600}, {2, 300, 20, 300}, {1, 7, 9, 0}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})

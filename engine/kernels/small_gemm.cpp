@@ -172,6 +172,16 @@ bool small_gemm_pays(int64_t m, int64_t n, int64_t k) {
 void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int64_t wrs,
                    int64_t wcs, const float* bias, int64_t bs, float* y, int64_t yrs, int64_t m,
                    int64_t n, int64_t k, bool relu) {
+  if (m * n * k <= 1024) {
+    // a handful of products (Linear(3, 1) on ten rows): packing a panel would cost more
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        float acc = bias ? bias[j * bs] : 0.0f;
+        for (int64_t p = 0; p < k; ++p) acc += x[i * xrs + p * xcs] * w[j * wrs + p * wcs];
+        y[i * yrs + j] = relu ? std::max(acc, 0.0f) : acc;
+      }
+    return;
+  }
   // Few output columns would leave most of a panel empty: compute y^T = w @ x^T instead, with
   // the rows of x as the panel's columns.
   if (n <= W && m > n)

@@ -292,7 +292,8 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
 // kernels::gemm_nt over every tile edge of the small-matrix kernel (rows around its 6-row tile,
 // columns around its two-vector panel and the transposed narrow case, depths past its 16 KiB
 // panel), its direct loop for tiny products, and the Eigen path, against a double loop: shared
-// and per-set operands, bias none, shared or per set, ReLU on and off, transposed storage.
+// and per-set operands, bias none, shared or per set, ReLU on and off, transposed storage of
+// either operand.
 TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive loop") {
   struct Case {
     int64_t bt, m, n, k;
@@ -316,7 +317,9 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
           CAPTURE(bias_kind);
           CAPTURE(relu);
           const int64_t bx = shared_x ? 1 : c.bt;
-          Tensor x = seq({bx, c.m, c.k}, kFloat32, 0.13 + 0.01 * variant);
+          // x stored transposed on every third variant (unit row stride, strided columns)
+          Tensor x = variant % 3 ? seq({bx, c.m, c.k}, kFloat32, 0.13 + 0.01 * variant)
+                                 : seq({bx, c.k, c.m}, kFloat32, 0.13).transpose(1, 2);
           // w stored transposed on odd variants (strided rows, unit column stride otherwise)
           Tensor w = variant % 2 ? seq({c.bt, c.k, c.n}, kFloat32, 0.29).transpose(1, 2)
                                  : seq({c.bt, c.n, c.k}, kFloat32, 0.29);

@@ -78,11 +78,15 @@ void with_map(Operand<T> o, F&& f) {
 
 // Runs range(begin, end) over the bt matrices of a batched product of [m, k] x [k, n] ones.
 // Threads across the batch pay off once each thread gets real work (a thread start costs tens
-// of microseconds); a large matrix is better split by OpenBLAS's own threads.
+// of microseconds). Large matrices that do not share out evenly are better split by OpenBLAS's
+// own threads; when they do, whole matrices per thread also keep the bias and ReLU passes
+// parallel.
 template <class F>
 void for_each_matrix(int64_t bt, int64_t m, int64_t n, int64_t k, F&& range) {
   const double per_matrix = 2.0 * static_cast<double>(m) * n * k;
-  if (num_threads() > 1 && bt > 1 && per_matrix * bt > 4e6 && per_matrix < 64e6) {
+  const int64_t threads = num_threads();
+  const bool even = bt % threads == 0 || bt >= 4 * threads;
+  if (threads > 1 && bt > 1 && per_matrix * bt > 4e6 && (per_matrix < 64e6 || even)) {
     set_blas_threads(1);
     parallel_for(bt, range);
     set_blas_threads(num_threads());

@@ -206,18 +206,28 @@ std::vector<std::pair<std::string, Tensor>> TensorDict::leaves() const {
 
 namespace {
 // Rebuilds d's structure with f applied to every leaf and `batch` as batch size.
-TensorDict map_dict(const TensorDict& d, const std::function<Tensor(const Tensor&)>& f,
-                    const Shape& batch) {
+}  // namespace
+
+// The keys come from an existing TensorDict (valid and distinct), so only the shapes are
+// checked: set()'s key parsing and search would cost more than the mapping of a small dict.
+TensorDict TensorDict::map_dict(const TensorDict& d, const std::function<Tensor(const Tensor&)>& f,
+                                const Shape& batch) {
   TensorDict out(batch);
-  for (const auto& [k, e] : d.items()) {
-    if (const auto* t = std::get_if<Tensor>(&e))
-      out.set(k, f(*t));
-    else
-      out.set(k, map_dict(std::get<TensorDict>(e), f, batch));
+  out.entries_.reserve(d.entries_.size());
+  for (const auto& [k, e] : d.entries_) {
+    if (const auto* t = std::get_if<Tensor>(&e)) {
+      Tensor v = f(*t);
+      if (!v.defined()) throw_error<ValueError>("[TensorDict] '", k, "' is an undefined tensor");
+      if (!has_prefix(v.shape(), batch))
+        throw_error<ValueError>("[TensorDict] '", k, "' has shape ", shape_str(v.shape()),
+                                ", which does not start with batch_size ", shape_str(batch));
+      out.entries_.emplace_back(k, std::move(v));
+    } else {
+      out.entries_.emplace_back(k, map_dict(std::get<TensorDict>(e), f, batch));
+    }
   }
   return out;
 }
-}  // namespace
 
 TensorDict TensorDict::operator[](int64_t i) const {
   if (batch_size_.empty())

@@ -87,6 +87,10 @@ class TensorDict {
   static TensorDict load_safetensors(const std::string& path, Shape batch_size = {});
 
  private:
+  // f applied to every leaf, the result with batch_size batch (apply, indexing, slicing).
+  static TensorDict map_dict(const TensorDict& d, const std::function<Tensor(const Tensor&)>& f,
+                             const Shape& batch);
+
   Shape batch_size_;
   std::vector<std::pair<std::string, Entry>> entries_;
 };

@@ -104,7 +104,8 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
   // x as [B or 1, M, I]
   Tensor xf = x.bdim ? move_bdim_to_front(x) : x.value.unsqueeze(0);
   Shape lead(xf.shape().begin() + 1, xf.shape().end() - 1);
-  Tensor x3 = xf.to(t).reshape({xf.size(0), shape_numel(lead), in_f});
+  Tensor x3 = xf.to(t);
+  if (x3.dim() != 3) x3 = x3.reshape({xf.size(0), shape_numel(lead), in_f});
   Tensor b2;  // [B or 1, O]
   if (bias.value.defined())
     b2 = (bias.bdim ? move_bdim_to_front(bias) : bias.value.unsqueeze(0)).to(t);
@@ -117,6 +118,7 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
   } else {
     y = kernels::gemm_nt(x3, wf, b2, fuse_relu);
   }
+  if (lead.size() == 1) return one(y, 0);  // already [B, M, O]
   Shape out_shape{bsz};
   out_shape.insert(out_shape.end(), lead.begin(), lead.end());
   out_shape.push_back(out_f);

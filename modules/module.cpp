@@ -26,8 +26,40 @@ const Tensor& resolve_slot(const TensorSlot* slot) {
 
 const Tensor& Param::get() const { return resolve_slot(slot_); }
 
+// Pairs m's slots (own parameters, own buffers, then each child's, as named_slots() orders
+// them) with d's entries walked in the same order, comparing names level by level: no dotted
+// names are built. False at the first difference; the caller then matches by name.
+bool ParameterOverride::pair_in_order(const Module& m, const TensorDict& d) {
+  const auto& items = d.items();
+  size_t i = 0;
+  for (int buf = 0; buf < 2; ++buf)
+    for (const auto& [n, s] : m.slots_) {
+      if (s->is_buffer != (buf == 1) || !s->value.defined()) continue;
+      if (i >= items.size() || items[i].first != n) return false;
+      const auto* t = std::get_if<Tensor>(&items[i].second);
+      if (!t || t->shape() != s->value.shape()) return false;
+      map_.emplace(s.get(), *t);
+      ++i;
+    }
+  for (const auto& [n, c] : m.children_) {
+    if (i < items.size() && items[i].first == n) {
+      const auto* sub = std::get_if<TensorDict>(&items[i].second);
+      if (!sub || !pair_in_order(*c, *sub)) return false;
+      ++i;
+    } else if (!c->named_slots().empty()) {
+      return false;  // a child with tensors but no entry
+    }
+  }
+  return i == items.size();
+}
+
 ParameterOverride::ParameterOverride(const Module& root, const TensorDict& params)
     : prev_(tl_override) {
+  if (pair_in_order(root, params)) {
+    tl_override = this;
+    return;
+  }
+  map_.clear();
   auto slots = root.named_slots();
   auto leaves = params.leaves();
   // given[i]: the tensor for slots[i]. params made by from_module(s) list the keys in the

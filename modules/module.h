@@ -61,6 +61,7 @@ class ParameterOverride {
   const ParameterOverride* previous() const { return prev_; }
 
  private:
+  bool pair_in_order(const Module& m, const TensorDict& d);
   std::unordered_map<const TensorSlot*, Tensor> map_;
   const ParameterOverride* prev_;
 };
@@ -147,6 +148,7 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   friend std::ostream& operator<<(std::ostream& os, const Module& m);
+  friend class ParameterOverride;  // walks children_ without copying names
   struct MethodEntry {
     std::vector<std::string> arg_names;
     ValueDict defaults;

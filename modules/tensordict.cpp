@@ -204,12 +204,9 @@ std::vector<std::pair<std::string, Tensor>> TensorDict::leaves() const {
   return out;
 }
 
-namespace {
-// Rebuilds d's structure with f applied to every leaf and `batch` as batch size.
-}  // namespace
-
-// The keys come from an existing TensorDict (valid and distinct), so only the shapes are
-// checked: set()'s key parsing and search would cost more than the mapping of a small dict.
+// Rebuilds d's structure with f applied to every leaf and `batch` as batch size. The keys come
+// from an existing TensorDict (valid and distinct), so only the shapes are checked: set()'s key
+// parsing and search would cost more than the mapping of a small dict.
 TensorDict TensorDict::map_dict(const TensorDict& d, const std::function<Tensor(const Tensor&)>& f,
                                 const Shape& batch) {
   TensorDict out(batch);

@@ -64,6 +64,15 @@ def main():
     ap.add_argument("--anchor",
                     default=os.path.join(ROOT, "..", "shared", "bench", "anchor_torch.py"))
     a = ap.parse_args()
+    if not os.access(a.tdvmap, os.X_OK):
+        sys.exit(f"bench_vs_torch: no tdvmap at {a.tdvmap} (build it: ./tools/demo.sh, or pass "
+                 "--tdvmap)")
+    if not os.path.isfile(a.anchor):
+        sys.exit(f"bench_vs_torch: no anchor script at {a.anchor} (pass --anchor)")
+    if subprocess.run(["/usr/bin/python3", "-c", "import torch, functorch"],
+                      capture_output=True).returncode != 0:
+        sys.exit("bench_vs_torch: /usr/bin/python3 cannot import torch and functorch "
+                 "(apt-get install python3-torch)")
     td, torch, td2 = [], [], []
     for i in range(a.rounds):
         print(f"round {i + 1}/{a.rounds}", file=sys.stderr)

@@ -136,6 +136,7 @@ void pack_panel(const float* b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc
     for (int64_t p = p0; p < kc; ++p) panel[p * NR + j] = j < nc ? b[j * brs + p * bcs] : 0.0f;
 }
 
+// k > 0 (small_gemm_nt sends k == 0, a product of nothing, to its direct loop).
 void run(const Product& q) {
   alignas(64) float panel[KC * NR];
   alignas(64) float col_init[NR];
@@ -144,9 +145,7 @@ void run(const Product& q) {
     const int64_t nc = std::min(NR, q.cols - n0);
     for (int64_t j = 0; j < NR; ++j)
       col_init[j] = q.col_bias && j < nc ? q.col_bias[(n0 + j) * q.bs] : 0.0f;
-    if (q.k == 0) std::fill(panel, panel + NR, 0.0f);
-    // one pass even when k == 0, to store the bias
-    for (int64_t k0 = 0; k0 < std::max<int64_t>(q.k, 1); k0 += KC) {
+    for (int64_t k0 = 0; k0 < q.k; k0 += KC) {
       const int64_t kc = std::min(KC, q.k - k0);
       pack_panel(q.b + n0 * q.brs + k0 * q.bcs, q.brs, q.bcs, nc, kc, panel);
       const bool first = k0 == 0, last = k0 + kc >= q.k;
@@ -154,7 +153,7 @@ void run(const Product& q) {
         const int64_t rows = std::min(MR, q.rows - m0);
         if (q.row_bias)
           for (int64_t r = 0; r < rows; ++r) row_init[r] = q.row_bias[(m0 + r) * q.bs];
-        kTiles[rows](q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, panel, std::max<int64_t>(kc, 0),
+        kTiles[rows](q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, panel, kc,
                      q.col_bias ? col_init : nullptr, q.row_bias ? row_init : nullptr, first,
                      q.relu && last, q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
       }
@@ -173,7 +172,8 @@ void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int
                    int64_t wcs, const float* bias, int64_t bs, float* y, int64_t yrs, int64_t m,
                    int64_t n, int64_t k, bool relu) {
   if (m * n * k <= 1024) {
-    // a handful of products (Linear(3, 1) on ten rows): packing a panel would cost more
+    // a handful of products (Linear(3, 1) on ten rows), or none (k == 0: the bias): packing a
+    // panel would cost more
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         float acc = bias ? bias[j * bs] : 0.0f;

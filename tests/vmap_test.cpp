@@ -506,6 +506,14 @@ TEST_CASE("vmap: linear_relu over every stacking of input, weight and bias") {
   Tensor nested = vmap([&](Tensor xx) {
     return vmap([&](Tensor ww, Tensor bb) { return linear_relu(xx, ww, bb); })(w2, b2);
   })(x2);
+  // stacked weights: the rule checks per-set shapes and dtypes as linear does
+  auto stacked = vmap([](Tensor xx, Tensor ww) { return linear_relu(xx, ww); });
+  std::string msg = message_of([&] { stacked(randn({b, n, in}), randn({b, out, in + 1})); });
+  CHECK(has(msg, "[linear]"));
+  CHECK(has(msg, "per-set shape [7, 5]"));
+  CHECK(has(msg, "per-set shape [9, 6]"));
+  CHECK_THROWS_AS(stacked(randn({b, n, in}), randn({b, out, in + 1})), ValueError);
+  CHECK_THROWS_AS(stacked(ones({b, n, in}, kBool), ones({b, out, in}, kBool)), TypeError);
   REQUIRE(nested.shape() == Shape{2, b, n, out});
   for (int64_t i = 0; i < 2; ++i)
     for (int64_t s = 0; s < b; ++s)

@@ -11,6 +11,12 @@ namespace td::impl {
 TD_OPS(TD_X)
 #undef TD_X
 
+// linear's argument checks on (per-set) shapes and its compute dtype: a ValueError or TypeError
+// naming linear, `what` ("shape" or "per-set shape") naming the shapes. Shared with vmap's
+// linear rule, which calls the GEMM kernel itself for stacked weights. b: the bias's, or null.
+DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, DType wt,
+                   const Shape* b, DType bt);
+
 // Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
 // kernel of dropout_impl, shared with vmap's dropout rule.
 void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key);

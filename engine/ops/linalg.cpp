@@ -85,6 +85,20 @@ std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
   return {matmul_nd(a, b)};
 }
 
+DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, DType wt,
+                   const Shape* b, DType bt) {
+  if (w.size() != 2)
+    throw_error<ValueError>("[linear] weight must be 2-D [out, in], got ", what, " ", w);
+  if (x.empty() || x.back() != w[1])
+    throw_error<ValueError>("[linear] input of ", what, " ", x, " does not match weight of ",
+                            what, " ", w, " (expected [..., ", w[1], "])");
+  if (b && (b->size() != 1 || (*b)[0] != w[0]))
+    throw_error<ValueError>("[linear] bias of ", what, " ", *b, " does not match weight of ",
+                            what, " ", w, " (expected [", w[0], "])");
+  DType t = gemm_dtype("linear", xt, wt);
+  return b ? gemm_dtype("linear", t, bt) : t;
+}
+
 // attrs.flag: linear_relu (ReLU applied as the GEMM's output is stored).
 std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
   if (in.size() < 2 || in.size() > 3)
@@ -92,18 +106,9 @@ std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const Tensor& x0 = in[0];
   const Tensor& w0 = in[1];
   const Tensor b0 = in.size() > 2 ? in[2] : Tensor();
-  if (w0.dim() != 2)
-    throw_error<ValueError>("[linear] weight must be 2-D [out, in], got shape ", w0.shape());
-  if (x0.dim() < 1 || x0.size(-1) != w0.size(1))
-    throw_error<ValueError>("[linear] input of shape ", x0.shape(),
-                            " does not match weight of shape ", w0.shape(), " (expected [..., ",
-                            w0.size(1), "])");
-  if (b0.defined() && (b0.dim() != 1 || b0.size(0) != w0.size(0)))
-    throw_error<ValueError>("[linear] bias of shape ", b0.shape(),
-                            " does not match weight of shape ", w0.shape(), " (expected [",
-                            w0.size(0), "])");
-  DType t = gemm_dtype("linear", x0.dtype(), w0.dtype());
-  if (b0.defined()) t = gemm_dtype("linear", t, b0.dtype());
+  const DType t = check_linear("shape", x0.shape(), x0.dtype(), w0.shape(), w0.dtype(),
+                               b0.defined() ? &b0.shape() : nullptr,
+                               b0.defined() ? b0.dtype() : x0.dtype());
   Tensor x = x0.to(t), w = w0.to(t), b = b0.defined() ? b0.to(t) : Tensor();
   const int64_t in_f = w.size(1), out_f = w.size(0);
   Shape lead(x.shape().begin(), x.shape().end() - 1);

@@ -4,6 +4,7 @@
 
 #include "engine/kernels/kernels.h"
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -29,19 +30,6 @@ std::vector<Batched> matmul_rule(const RuleContext&, std::span<const Batched> in
   if (rb == 1) out = out.select(-1, 0);
   if (ra == 1) out = out.select(-1 - (rb == 1 ? 0 : 1), 0);
   return one(out, 0);
-}
-
-// The per-set shape checks of linear_impl, for the paths that call the GEMM kernel directly.
-void check_stacked_linear(const Batched& x, const Batched& w, const Batched& bias) {
-  Shape xs = per_set_shape(x), ws = per_set_shape(w);
-  if (xs.back() != ws[1])
-    throw_error<ValueError>("[linear] input of per-set shape ", shape_str(xs),
-                            " does not match weight of per-set shape ", shape_str(ws),
-                            " (expected [..., ", ws[1], "])");
-  if (bias.value.defined() && (logical_rank(bias) != 1 || per_set_shape(bias)[0] != ws[0]))
-    throw_error<ValueError>("[linear] bias of per-set shape ", shape_str(per_set_shape(bias)),
-                            " does not match weight of per-set shape ", shape_str(ws),
-                            " (expected [", ws[0], "])");
 }
 
 // linear(x, w, b?), relu fused when attrs.flag (linear_relu):
@@ -95,10 +83,11 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
     for (int64_t d = 0; d < xb; ++d) bb = bb.unsqueeze(0);           // [1.., B, 1.., O]
     return one(act(add(y, bb)), xb);
   }
-  check_stacked_linear(x, w, bias);
-  DType t = promote_types(x.value.dtype(), w.value.dtype());
-  if (bias.value.defined()) t = promote_types(t, bias.value.dtype());
-  if (t == DType::Bool) throw_error<TypeError>("[linear] not implemented for bool tensors");
+  const Shape bias_shape = bias.value.defined() ? per_set_shape(bias) : Shape{};
+  const DType t = impl::check_linear(
+      "per-set shape", per_set_shape(x), x.value.dtype(), per_set_shape(w), w.value.dtype(),
+      bias.value.defined() ? &bias_shape : nullptr,
+      bias.value.defined() ? bias.value.dtype() : x.value.dtype());
   Tensor wf = move_bdim_to_front(w).to(t);  // [B, O, I]
   const int64_t out_f = wf.size(1), in_f = wf.size(2);
   // x as [B or 1, M, I]

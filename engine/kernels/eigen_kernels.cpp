@@ -158,11 +158,13 @@ void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   const int64_t sb = !bias.defined() || bias.size(0) == 1 ? 0 : bias.stride(0);
   const int64_t bs = bias.defined() && m > 1 ? bias.stride(1) : 1;
   const T* pb = bias.defined() ? bias.data<T>() : nullptr;
+  const T *px = x.data<T>(), *pw = w.data<T>();
+  T* po = out.data<T>();
+  const int64_t xrs = x.stride(1), xcs = x.stride(2), wrs = w.stride(1), wcs = w.stride(2);
   for_each_matrix(bt, n, m, k, [&](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i)
-      gemm_nt_one<T>({x.data<T>() + i * sx, n, k, x.stride(1), x.stride(2)},
-                     {w.data<T>() + i * sw, m, k, w.stride(1), w.stride(2)},
-                     pb ? pb + i * sb : nullptr, bs, out.data<T>() + i * n * m, relu);
+      gemm_nt_one<T>({px + i * sx, n, k, xrs, xcs}, {pw + i * sw, m, k, wrs, wcs},
+                     pb ? pb + i * sb : nullptr, bs, po + i * n * m, relu);
   });
 }
 
@@ -253,14 +255,15 @@ Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) 
     default: {
       bmm_int(x, w.transpose(1, 2), out);
       int64_t* po = out.data<int64_t>();
+      const int64_t* pb = bias.defined() ? bias.data<int64_t>() : nullptr;
       const int64_t rows = x.size(1), cols = w.size(1);
+      const int64_t sb = pb && bias.size(0) > 1 ? bias.stride(0) : 0;
+      const int64_t bs = pb ? bias.stride(1) : 0;
       for (int64_t i = 0; i < bt; ++i)
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) {
             int64_t& v = po[(i * rows + r) * cols + c];
-            if (bias.defined())
-              v += bias.data<int64_t>()[(bias.size(0) == 1 ? 0 : i) * bias.stride(0) +
-                                        c * bias.stride(1)];
+            if (pb) v += pb[i * sb + c * bs];
             if (relu) v = std::max<int64_t>(v, 0);
           }
     }

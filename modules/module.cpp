@@ -62,24 +62,16 @@ ParameterOverride::ParameterOverride(const Module& root, const TensorDict& param
   map_.clear();
   auto slots = root.named_slots();
   auto leaves = params.leaves();
-  // given[i]: the tensor for slots[i]. params made by from_module(s) list the keys in the
-  // module's order, so they are matched pairwise; any other order takes a name lookup.
+  // given[i]: the tensor for slots[i], found by dotted name
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [k, t] : leaves) by_name.emplace(k, &t);
   std::vector<const Tensor*> given(slots.size(), nullptr);
-  bool in_order = leaves.size() == slots.size();
-  for (size_t i = 0; in_order && i < slots.size(); ++i) {
-    in_order = leaves[i].first == slots[i].first;
-    given[i] = &leaves[i].second;
-  }
-  if (!in_order) {
-    std::unordered_map<std::string, const Tensor*> by_name;
-    for (const auto& [k, t] : leaves) by_name.emplace(k, &t);
-    for (size_t i = 0; i < slots.size(); ++i) {
-      auto it = by_name.find(slots[i].first);
-      if (it == by_name.end())
-        throw_error<KeyError>("[ParameterOverride] params has no entry for '", slots[i].first,
-                              "' of ", root.type_name());
-      given[i] = it->second;
-    }
+  for (size_t i = 0; i < slots.size(); ++i) {
+    auto it = by_name.find(slots[i].first);
+    if (it == by_name.end())
+      throw_error<KeyError>("[ParameterOverride] params has no entry for '", slots[i].first,
+                            "' of ", root.type_name());
+    given[i] = it->second;
   }
   for (size_t i = 0; i < slots.size(); ++i) {
     const Shape& want = slots[i].second->value.shape();

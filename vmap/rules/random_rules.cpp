@@ -10,17 +10,20 @@
 namespace td::rules {
 namespace {
 
+// A random op under a level with randomness 'error' is a RuntimeError naming the op.
+void check_randomness(const char* op, Randomness r) {
+  if (r == Randomness::Error)
+    throw_error<RuntimeError>("[", op, "] vmap: random operation with randomness='error'; pass "
+                              "randomness='different' or 'same'");
+}
+
 // () -> [B_a, B_b, .., B_L, *shape] with one dim per Different level; lower ones get tagged.
 std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
                                const OpAttrs& attrs) {
   const char* name = op_name(ctx.op);
   std::vector<VmapLevel> levels(active_levels().begin(), active_levels().end());
   levels.push_back({ctx.level, ctx.batch_size, ctx.randomness, ctx.set_offset});
-  for (const auto& l : levels)
-    if (l.randomness == Randomness::Error)
-      throw_error<RuntimeError>("[", name,
-                                "] vmap: random operation with randomness='error'; pass "
-                                "randomness='different' or 'same'");
+  for (const auto& l : levels) check_randomness(name, l.randomness);
   if (!is_floating(attrs.dtype))
     throw_error<TypeError>("[", name, "] expects a floating dtype, got ", dtype_name(attrs.dtype));
   check_sizes(name, attrs.sizes);
@@ -96,9 +99,7 @@ std::vector<Batched> dropout_rule(const RuleContext& ctx, std::span<const Batche
   const bool simple = active_levels().empty() && !x.value.is_batched() &&
                       is_floating(x.value.dtype()) && attrs.training && p > 0 && p < 1;
   if (!simple) return decomposition_rule(ctx, in, attrs);
-  if (ctx.randomness == Randomness::Error)
-    throw_error<RuntimeError>("[dropout] vmap: random operation with randomness='error'; pass "
-                              "randomness='different' or 'same'");
+  check_randomness("dropout", ctx.randomness);
   const bool different = ctx.randomness == Randomness::Different;
   if (!x.bdim && !different) return decomposition_rule(ctx, in, attrs);  // one unbatched draw
   Tensor xf = (x.bdim ? move_bdim_to_front(x) : ensure_has_bdim(x, ctx.batch_size)).contiguous();

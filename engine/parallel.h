@@ -1,6 +1,6 @@
 #pragma once
-// The engine's thread count: batched GEMMs split their matrices across threads, a single large
-// GEMM uses OpenBLAS's threads. Default 1.
+// The engine's thread count: batched GEMMs split their matrices across threads; a single large
+// GEMM, or large ones that do not share out evenly, use OpenBLAS's threads. Default 1.
 #include <cstdint>
 #include <functional>
 

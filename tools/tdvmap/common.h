@@ -34,7 +34,7 @@ struct Command {
 // "[4, 10, 1]" (as PyTorch prints a size) or, compact, "[4,10,1]".
 std::string shape_text(const td::Shape& s, bool compact = false);
 
-// Sets the BLAS/OpenMP thread count (OpenBLAS through a weak symbol when it is linked in).
+// Sets td's thread count (and with it OpenBLAS's pool) and the OpenBLAS/OpenMP environment.
 void set_thread_count(int threads);
 
 // Linear(a,b) ReLU [Dropout(p)] Linear(b,c) ReLU ... Linear(y,z): ReLU after every Linear but

@@ -1,7 +1,8 @@
 // tdvmap bench: the public workloads of BENCHMARKS.md, or one custom workload from flags.
 //
 // Per workload: medians per call (microseconds) of functional_vmap (vmap_us), the same call with
-// loop = true (loop_us) and with chunk_size = c (chunk<c>_us, c = --chunk-size, default 8);
+// loop = true (loop_us) and with chunk_size = c (chunk<c>_us, c = --chunk-size, default 8), the
+// three timed in turn (medians_us) so that their ratios survive a noisy machine;
 // gflops = useful float ops of the vmap call per second, counting 2*in*out per row per Linear
 // per set (the GEMMs only); peak_mb / chunk_peak_mb = the most bytes the engine held during one
 // vmap / chunked call beyond what it held at the call's start (output included), in MiB.
@@ -131,12 +132,14 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   r.name = w.name;
   r.chunk_size = o.chunk_size;
   r.out = nn::functional_vmap(model, vmap_options).tensor().shape();
-  progress.show(index, count, w.name, "vmap");
-  r.vmap_us = median_us([&] { nn::functional_vmap(model, vmap_options); }, o.min_time, o.repeat);
-  progress.show(index, count, w.name, "loop");
-  r.loop_us = median_us([&] { nn::functional_vmap(model, loop_options); }, o.min_time, o.repeat);
-  progress.show(index, count, w.name, "chunked");
-  r.chunk_us = median_us([&] { nn::functional_vmap(model, chunk_options); }, o.min_time, o.repeat);
+  progress.show(index, count, w.name, "vmap, loop, chunked");
+  std::vector<double> us = medians_us({[&] { nn::functional_vmap(model, vmap_options); },
+                                       [&] { nn::functional_vmap(model, loop_options); },
+                                       [&] { nn::functional_vmap(model, chunk_options); }},
+                                      o.min_time, o.repeat);
+  r.vmap_us = us[0];
+  r.loop_us = us[1];
+  r.chunk_us = us[2];
   r.gflops = static_cast<double>(w.sets) * mlp_flops(w.sizes, w.batch) / (r.vmap_us * 1e3);
   r.peak_mb = peak_mib([&] { return nn::functional_vmap(model, vmap_options); });
   r.chunk_peak_mb = peak_mib([&] { return nn::functional_vmap(model, chunk_options); });

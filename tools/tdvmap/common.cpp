@@ -1,5 +1,7 @@
 #include "tools/tdvmap/common.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -44,6 +46,41 @@ double mlp_flops(const std::vector<int64_t>& sizes, int64_t rows) {
   for (size_t i = 0; i + 1 < sizes.size(); ++i)
     flops += 2.0 * static_cast<double>(sizes[i]) * static_cast<double>(sizes[i + 1]);
   return flops * static_cast<double>(rows);
+}
+
+std::vector<double> medians_us(const std::vector<std::function<void()>>& fns, double min_time,
+                               int repeat) {
+  using Clock = std::chrono::steady_clock;
+  using Seconds = std::chrono::duration<double>;
+  constexpr int kBlocks = 10;
+  for (const auto& fn : fns) fn(), fn();
+  std::vector<std::vector<double>> times(fns.size());
+  std::vector<double> spent(fns.size(), 0.0);
+  auto unfinished = [&](size_t i) {
+    return static_cast<int>(times[i].size()) < repeat || spent[i] < min_time;
+  };
+  for (bool more = true; more;) {
+    more = false;
+    for (size_t i = 0; i < fns.size(); ++i) {
+      if (!unfinished(i)) continue;
+      const auto block_end = Clock::now() + Seconds(min_time / kBlocks);
+      do {
+        const auto t0 = Clock::now();
+        fns[i]();
+        const auto t1 = Clock::now();
+        times[i].push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+        spent[i] += Seconds(t1 - t0).count();
+      } while (Clock::now() < block_end);
+      more = more || unfinished(i);
+    }
+  }
+  std::vector<double> medians;
+  for (auto& t : times) {
+    auto mid = t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2);
+    std::nth_element(t.begin(), mid, t.end());
+    medians.push_back(*mid);
+  }
+  return medians;
 }
 
 }  // namespace tdvmap

@@ -45,24 +45,16 @@ std::shared_ptr<td::nn::Module> make_mlp(const std::vector<int64_t>& sizes, doub
 // (the GEMMs only; bias and activations are not counted).
 double mlp_flops(const std::vector<int64_t>& sizes, int64_t rows);
 
-// Median wall time of fn in microseconds: two warm-up calls, then at least `repeat` calls and
-// at least `min_time` seconds. Only the call itself is inside the clock.
+// Median wall time per call of each fn, in microseconds. The fns run in turn, a block of calls
+// each per round (about a tenth of min_time), so that a shared machine's slow spells fall on
+// all of them alike and their ratios hold. Each fn: two warm-up calls, then at least `repeat`
+// timed calls and `min_time` seconds. Only the calls are inside the clock.
+std::vector<double> medians_us(const std::vector<std::function<void()>>& fns, double min_time,
+                               int repeat);
+
 template <class Fn>
 double median_us(Fn&& fn, double min_time, int repeat) {
-  using Clock = std::chrono::steady_clock;
-  fn();
-  fn();
-  std::vector<double> times;
-  const auto deadline = Clock::now() + std::chrono::duration<double>(min_time);
-  while (static_cast<int>(times.size()) < repeat || Clock::now() < deadline) {
-    const auto t0 = Clock::now();
-    fn();
-    const auto t1 = Clock::now();
-    times.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
-  }
-  auto mid = times.begin() + static_cast<std::ptrdiff_t>(times.size() / 2);
-  std::nth_element(times.begin(), mid, times.end());
-  return *mid;
+  return medians_us({std::function<void()>(fn)}, min_time, repeat)[0];
 }
 
 // The subcommands, each in its own file: adds it to app and returns how to run it.

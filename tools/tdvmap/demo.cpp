@@ -88,8 +88,10 @@ int run_demo(const DemoOptions& o) {
             << shape_text(input.shape()) << "\n"
             << "   output " << shape_text(out.shape())
             << ", max |vmap - loop| = " << max_abs_diff(out, ref) << "\n";
-  double t_vmap = median_us([&] { nn::functional_vmap(*mlps[0], batched); }, o.min_time, 3);
-  double t_loop = median_us([&] { nn::functional_vmap(*mlps[0], looped); }, o.min_time, 3);
+  std::vector<double> us = medians_us({[&] { nn::functional_vmap(*mlps[0], batched); },
+                                       [&] { nn::functional_vmap(*mlps[0], looped); }},
+                                      o.min_time, 3);
+  double t_vmap = us[0], t_loop = us[1];
   char buf[200];
   std::snprintf(buf, sizeof buf,
                 "   functional_vmap: %.0f us per call; loop = true: %.0f us per call; "

@@ -93,9 +93,9 @@ uint64_t combine_set_key(uint64_t parent, uint64_t index) {
 }
 
 #ifdef __AVX2__
-// Eight rounds-in-parallel of philox_round: the 32x32->64 products are split into their high and
-// low halves with even/odd lane multiplies (no cross-lane shuffles, which the compiler's own
-// vectorisation of the 64-bit product needs).
+// Eight rounds-in-parallel of philox_round: the high halves of the 32x32->64 products come from
+// even/odd lane multiplies (no cross-lane shuffles, which the compiler's own vectorisation of
+// the 64-bit product needs), the low halves from one 32-bit multiply.
 struct Lanes8 {
   __m256i c0, c1, c2, c3;
 };
@@ -105,7 +105,7 @@ inline void philox_round8(Lanes8& v, __m256i k0, __m256i k1) {
     const __m256i even = _mm256_mul_epu32(c, mv);
     const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), mv);
     hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-    lo = _mm256_blend_epi32(even, _mm256_slli_epi64(odd, 32), 0xAA);
+    lo = _mm256_mullo_epi32(c, mv);
   };
   __m256i hi0, lo0, hi1, lo1;
   mul(v.c0, kM0, hi0, lo0);
@@ -121,11 +121,75 @@ inline void philox_round8(Lanes8& v, __m256i k0, __m256i k1) {
 
 // Philox blocks [first, first + count) of one key into words[4 * i + lane], 16 blocks at a time
 // in structure-of-arrays form so the rounds vectorise.
+#ifdef __AVX2__
+// Counters are made in registers (16 consecutive blocks differ in word 0 only, unless they
+// cross a multiple of 2^32) and the words go out through a 4x8 register transpose.
+static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
+  constexpr int kW = 16;
+  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t base = 0; base < count; base += kW) {
+    const int w = static_cast<int>(std::min<int64_t>(kW, count - base));
+    const uint64_t block0 = first + static_cast<uint64_t>(base);
+    Lanes8 v[2];
+    if (block0 >> 32 == (block0 + kW - 1) >> 32) {
+      const auto c = b.counter(block0);
+      for (int g = 0; g < 2; ++g)
+        v[g] = {_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(c[0] + 8 * g)), iota),
+                _mm256_set1_epi32(static_cast<int>(c[1])),
+                _mm256_set1_epi32(static_cast<int>(c[2])),
+                _mm256_set1_epi32(static_cast<int>(c[3]))};
+    } else {
+      alignas(32) uint32_t cs[4][kW];
+      for (int l = 0; l < kW; ++l) {
+        auto c = b.counter(block0 + l);
+        for (int i = 0; i < 4; ++i) cs[i][l] = c[i];
+      }
+      for (int g = 0; g < 2; ++g) {
+        auto load = [&](const uint32_t* a) {
+          return _mm256_load_si256(reinterpret_cast<const __m256i*>(a + 8 * g));
+        };
+        v[g] = {load(cs[0]), load(cs[1]), load(cs[2]), load(cs[3])};
+      }
+    }
+    // both groups of 8 go through each round together: one group alone waits on its multiplies
+    uint32_t k0 = b.k0, k1 = b.k1;
+    for (int r = 0; r < 10; ++r) {
+      const __m256i k0v = _mm256_set1_epi32(static_cast<int>(k0));
+      const __m256i k1v = _mm256_set1_epi32(static_cast<int>(k1));
+      philox_round8(v[0], k0v, k1v);
+      philox_round8(v[1], k0v, k1v);
+      k0 += kW0;
+      k1 += kW1;
+    }
+    alignas(32) uint32_t tail[4 * kW];
+    uint32_t* out = w == kW ? words + 4 * base : tail;
+    for (int g = 0; g < 2; ++g) {
+      // blocks 8g .. 8g+7: (c0, c1, c2, c3) of each, one after the other
+      const __m256i t0 = _mm256_unpacklo_epi32(v[g].c0, v[g].c1);  // blocks 0, 1 | 4, 5
+      const __m256i t1 = _mm256_unpackhi_epi32(v[g].c0, v[g].c1);  // blocks 2, 3 | 6, 7
+      const __m256i t2 = _mm256_unpacklo_epi32(v[g].c2, v[g].c3);
+      const __m256i t3 = _mm256_unpackhi_epi32(v[g].c2, v[g].c3);
+      const __m256i u0 = _mm256_unpacklo_epi64(t0, t2);  // block 0 | block 4
+      const __m256i u1 = _mm256_unpackhi_epi64(t0, t2);  // block 1 | block 5
+      const __m256i u2 = _mm256_unpacklo_epi64(t1, t3);  // block 2 | block 6
+      const __m256i u3 = _mm256_unpackhi_epi64(t1, t3);  // block 3 | block 7
+      auto store = [&](int i, __m256i x) {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * g + 8 * i), x);
+      };
+      store(0, _mm256_permute2x128_si256(u0, u1, 0x20));
+      store(1, _mm256_permute2x128_si256(u2, u3, 0x20));
+      store(2, _mm256_permute2x128_si256(u0, u1, 0x31));
+      store(3, _mm256_permute2x128_si256(u2, u3, 0x31));
+    }
+    if (out == tail) std::copy(tail, tail + 4 * w, words + 4 * base);
+  }
+}
+#else
 static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
   constexpr int kW = 16;
   for (int64_t base = 0; base < count; base += kW) {
     int w = static_cast<int>(std::min<int64_t>(kW, count - base));
-    alignas(32) uint32_t c0[kW], c1[kW], c2[kW], c3[kW];
+    uint32_t c0[kW], c1[kW], c2[kW], c3[kW];
     for (int l = 0; l < kW; ++l) {
       auto c = b.counter(first + base + l);
       c0[l] = c[0];
@@ -133,35 +197,12 @@ static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_
       c2[l] = c[2];
       c3[l] = c[3];
     }
-#ifdef __AVX2__
-    for (int g = 0; g < kW; g += 8) {
-      auto load = [&](const uint32_t* a) {
-        return _mm256_load_si256(reinterpret_cast<const __m256i*>(a + g));
-      };
-      Lanes8 v{load(c0), load(c1), load(c2), load(c3)};
-      uint32_t k0 = b.k0, k1 = b.k1;
-      for (int r = 0; r < 10; ++r) {
-        philox_round8(v, _mm256_set1_epi32(static_cast<int>(k0)),
-                      _mm256_set1_epi32(static_cast<int>(k1)));
-        k0 += kW0;
-        k1 += kW1;
-      }
-      auto store = [&](uint32_t* a, __m256i x) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(a + g), x);
-      };
-      store(c0, v.c0);
-      store(c1, v.c1);
-      store(c2, v.c2);
-      store(c3, v.c3);
-    }
-#else
     uint32_t k0 = b.k0, k1 = b.k1;
     for (int r = 0; r < 10; ++r) {
       for (int l = 0; l < kW; ++l) philox_round(c0[l], c1[l], c2[l], c3[l], k0, k1);
       k0 += kW0;
       k1 += kW1;
     }
-#endif
     for (int l = 0; l < w; ++l) {
       uint32_t* o = words + 4 * (base + l);
       o[0] = c0[l];
@@ -171,6 +212,7 @@ static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_
     }
   }
 }
+#endif
 
 // Float draws with elem0 = 0 (every fill but a resumed one): element i is word i, so blocks
 // are made in runs and run(i, words, len) consumes elements [i, i + len) in a plain loop.
@@ -228,11 +270,13 @@ void philox_uniform(double* out, int64_t n, uint64_t seed, uint64_t stream, uint
                    });
 }
 
-// restrict: lets the loop vectorise
+// restrict: lets the loop vectorise. to_float(u) >= pf compared as integers: to_float is
+// (u >> 8) * 2^-24 exactly, so it holds iff u >> 8 >= ceil(pf * 2^24).
 static void dropout_run(const float* __restrict x, float* __restrict out,
-                        const uint32_t* __restrict words, int64_t len, float pf, float scale) {
+                        const uint32_t* __restrict words, int64_t len, int32_t threshold,
+                        float scale) {
   for (int64_t t = 0; t < len; ++t) {
-    const float keep = static_cast<float>(to_float(words[t]) >= pf);
+    const float keep = static_cast<int32_t>(words[t] >> 8) >= threshold ? 1.0f : 0.0f;
     out[t] = (x[t] * keep) * scale;
   }
 }
@@ -240,9 +284,10 @@ static void dropout_run(const float* __restrict x, float* __restrict out,
 void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t seed,
                     uint64_t stream, uint64_t set_key) {
   const float pf = static_cast<float>(p), scale = static_cast<float>(1.0 / (1.0 - p));
+  const auto threshold = static_cast<int32_t>(std::ceil(double(pf) * 16777216.0));
   for_each_float_run(make_block(seed, stream, set_key), n,
                      [&](int64_t i, const uint32_t* words, int64_t len) {
-                       dropout_run(x + i, out + i, words, len, pf, scale);
+                       dropout_run(x + i, out + i, words, len, threshold, scale);
                      });
 }
 

@@ -124,7 +124,9 @@ TEST_CASE("Philox 4x32-10 matches the Random123 known-answer vectors") {
 }
 
 TEST_CASE("the vectorised fill equals the scalar Philox word by word, from any offset") {
-  for (uint64_t elem0 : {0u, 1u, 3u, 61u, 1021u}) {
+  // the last start crosses block 2^32, where word 2 of the counter changes
+  for (uint64_t elem0 : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{61}, uint64_t{1021},
+                         4 * ((uint64_t{1} << 32) - 7) + 1}) {
     std::vector<float> f(700);
     philox_uniform(f.data(), 700, 99, 5, 1234567, elem0);
     for (int64_t i = 0; i < 700; ++i)
@@ -135,7 +137,7 @@ TEST_CASE("the vectorised fill equals the scalar Philox word by word, from any o
 // The one-pass dropout kernel against the formula it replaces, draw for draw.
 TEST_CASE("dropout equals x * (rand >= p) / (1 - p) with the same draws, bit for bit") {
   for (DType dt : {kFloat32, kFloat64})
-    for (double p : {0.1, 0.37, 0.9}) {
+    for (double p : {0.1, 1.0 / 3.0, 0.37, 0.5, 0.9}) {
       Tensor x = randn({7, 33}, dt).transpose(0, 1);  // non-contiguous input
       manual_seed(3);
       Tensor got = dropout(x, p, true);

@@ -10,7 +10,8 @@ void set_num_threads(int threads);  // ValueError if < 1
 int num_threads();
 
 // Runs fn(begin, end) over [0, n) split into num_threads() contiguous ranges, on this thread
-// and num_threads() - 1 others; rethrows the first exception.
+// and num_threads() - 1 pooled workers; rethrows the first exception. While the pool serves
+// one call, another (from a second thread, or from inside fn) runs its whole range itself.
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn);
 
 }  // namespace td

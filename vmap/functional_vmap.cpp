@@ -139,8 +139,8 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
 // Sets per chunk when the caller gave no chunk_size. Evaluated layer by layer over all sets, a
 // mid-sized ensemble's activations (mlp32: 4 MiB a layer) spill from L2 between one layer and
 // the next; in blocks whose parameters fit kBlockBytes they stay in cache (5-8% on the mlp32
-// workloads). Only where it was measured to pay: one thread (parallel_for starts its threads
-// per call, once per block), a set's parameters between 1/16 and 1/2 of the block (smaller sets,
+// workloads). Only where it was measured to pay: one thread (with two, blocks of 3 sets a
+// thread were 5-10% slower than one pass), a set's parameters between 1/16 and 1/2 of the block (smaller sets,
 // as mlp256_small, gained nothing; larger ones, as mlp8_large, cannot be blocked), and blocks
 // with enough work to hide a module call's overhead. Any chunking gives the same result, so
 // this changes speed and peak memory only.

@@ -77,8 +77,8 @@ void with_map(Operand<T> o, F&& f) {
 }
 
 // Runs range(begin, end) over the bt matrices of a batched product of [m, k] x [k, n] ones.
-// Threads across the batch pay off once each thread gets real work (a thread start costs tens
-// of microseconds). Large matrices that do not share out evenly are better split by OpenBLAS's
+// Threads across the batch pay off once each thread gets real work (waking a sleeping pool
+// worker costs microseconds). Large matrices that do not share out evenly are better split by OpenBLAS's
 // own threads; when they do, whole matrices per thread also keep the bias and ReLU passes
 // parallel.
 template <class F>

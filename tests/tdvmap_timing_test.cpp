@@ -23,11 +23,10 @@ TEST_CASE("medians_us runs the functions in turn, each at least repeat + 2 times
 
 TEST_CASE("medians_us reports microseconds per call") {
   // sleep_for sleeps at least as long as asked: a lower bound only, which no machine breaks
-  auto med = tdvmap::medians_us({[] { std::this_thread::sleep_for(std::chrono::microseconds(300)); },
-                                 [] {}},
-                                0.01, 3);
+  auto med = tdvmap::medians_us(
+      {[] { std::this_thread::sleep_for(std::chrono::microseconds(300)); }, [] {}}, 0.01, 3);
   CHECK(med[0] >= 300.0);
   CHECK(med[1] < med[0]);
-  CHECK(tdvmap::median_us([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); },
-                          0.0, 3) >= 200.0);
+  CHECK(tdvmap::median_us([] { std::this_thread::sleep_for(std::chrono::microseconds(200)); }, 0.0,
+                          3) >= 200.0);
 }

@@ -140,10 +140,10 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
 // mid-sized ensemble's activations (mlp32: 4 MiB a layer) spill from L2 between one layer and
 // the next; in blocks whose parameters fit kBlockBytes they stay in cache (5-8% on the mlp32
 // workloads). Only where it was measured to pay: one thread (with two, blocks of 3 sets a
-// thread were 5-10% slower than one pass), a set's parameters between 1/16 and 1/2 of the block (smaller sets,
-// as mlp256_small, gained nothing; larger ones, as mlp8_large, cannot be blocked), and blocks
-// with enough work to hide a module call's overhead. Any chunking gives the same result, so
-// this changes speed and peak memory only.
+// thread were 5-10% slower than one pass), a set's parameters between 1/16 and 1/2 of the
+// block (smaller sets, as mlp256_small, gained nothing; larger ones, as mlp8_large, cannot be
+// blocked), and blocks with enough work to hide a module call's overhead. Any chunking gives
+// the same result, so this changes speed and peak memory only.
 std::optional<int64_t> auto_chunk_size(const TensorDict& flat, int64_t batch,
                                        const ValueList& args, const ValueDict& kwargs,
                                        const std::map<std::string, Tensor>& per_set) {

@@ -78,9 +78,9 @@ void with_map(Operand<T> o, F&& f) {
 
 // Runs range(begin, end) over the bt matrices of a batched product of [m, k] x [k, n] ones.
 // Threads across the batch pay off once each thread gets real work (waking a sleeping pool
-// worker costs microseconds). Large matrices that do not share out evenly are better split by OpenBLAS's
-// own threads; when they do, whole matrices per thread also keep the bias and ReLU passes
-// parallel.
+// worker costs microseconds). Large matrices that do not share out evenly are better split by
+// OpenBLAS's own threads; when they do, whole matrices per thread also keep the bias and ReLU
+// passes parallel.
 template <class F>
 void for_each_matrix(int64_t bt, int64_t m, int64_t n, int64_t k, F&& range) {
   const double per_matrix = 2.0 * static_cast<double>(m) * n * k;

@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <pthread.h>
 #include <thread>
 #include <vector>
 
@@ -22,9 +23,15 @@ std::atomic<int> g_threads{1};
 // a task that itself calls parallel_for, runs serially instead of waiting.
 class Pool {
  public:
+  // Never destroyed: workers may still wait when main returns. A forked child has none of the
+  // parent's workers (and maybe a lock one of them held), so it starts a pool of its own.
   static Pool& instance() {
-    static Pool* pool = new Pool;  // never destroyed: workers may still wait when main returns
-    return *pool;
+    static bool registered = [] {
+      pthread_atfork(nullptr, nullptr, [] { current() = new Pool; });
+      return true;
+    }();
+    (void)registered;
+    return *current();
   }
 
   // false if the pool is busy with another job
@@ -62,6 +69,11 @@ class Pool {
   }
 
  private:
+  static Pool*& current() {
+    static Pool* pool = new Pool;
+    return pool;
+  }
+
   // ~50 us of polling before a worker (or the waiting caller) sleeps: the next GEMM of a call
   // usually starts sooner, and a sleeping worker takes longer than that to wake.
   static constexpr int kSpin = 20000;

@@ -1,5 +1,7 @@
 // parallel_for and the worker pool behind it (engine/parallel.cpp).
 #include <doctest/doctest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <stdexcept>
@@ -76,4 +78,25 @@ TEST_CASE("parallel_for inside a part, and from two callers at once, runs withou
   for (auto& t : callers) t.join();
   CHECK(totals[0].load() == 200 * (49 * 50 / 2));
   CHECK(totals[1].load() == 200 * (49 * 50 / 2));
+}
+
+TEST_CASE("a forked child gets a pool of its own") {
+  Threads threads(2);
+  check_cover(8);  // the parent's pool has a worker now
+  const pid_t child = fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    alarm(20);  // a child waiting on the parent's workers would hang: SIGALRM ends it
+    std::atomic<int64_t> sum{0};
+    for (int rep = 0; rep < 50; ++rep)
+      parallel_for(10, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) sum.fetch_add(i);
+      });
+    _exit(sum.load() == 50 * 45 ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  CHECK(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
+  check_cover(8);  // and the parent's still works
 }

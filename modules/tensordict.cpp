@@ -22,6 +22,15 @@ void check_key(const std::string& key) {
   if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
     throw_error<KeyError>("[TensorDict] invalid key '", key, "'");
 }
+// The errors of a leaf that is undefined, or whose shape does not start with the batch size.
+void check_defined(const std::string& key, const Tensor& value) {
+  if (!value.defined()) throw_error<ValueError>("[TensorDict] '", key, "' is an undefined tensor");
+}
+[[noreturn]] void throw_not_batched(const std::string& key, const Shape& shape,
+                                    const Shape& batch) {
+  throw_error<ValueError>("[TensorDict] '", key, "' has shape ", shape_str(shape),
+                          ", which does not start with batch_size ", shape_str(batch));
+}
 }  // namespace
 
 TensorDict::TensorDict(Shape batch_size) : batch_size_(std::move(batch_size)) {
@@ -60,7 +69,7 @@ void TensorDict::set_batch_size(Shape batch_size) {
 
 void TensorDict::set(const std::string& key, Tensor value) {
   check_key(key);
-  if (!value.defined()) throw_error<ValueError>("[TensorDict] '", key, "' is an undefined tensor");
+  check_defined(key, value);
   auto [head, rest] = split_first(key);
   if (!rest.empty()) {
     for (auto& [k, e] : entries_) {
@@ -72,9 +81,7 @@ void TensorDict::set(const std::string& key, Tensor value) {
       try {
         d->set(rest, std::move(value));
       } catch (const ValueError&) {
-        throw_error<ValueError>("[TensorDict] '", key, "' has shape ", shape_str(shape),
-                                ", which does not start with batch_size ",
-                                shape_str(d->batch_size()));
+        throw_not_batched(key, shape, d->batch_size());
       }
       return;
     }
@@ -83,9 +90,7 @@ void TensorDict::set(const std::string& key, Tensor value) {
     entries_.emplace_back(head, std::move(sub));
     return;
   }
-  if (!has_prefix(value.shape(), batch_size_))
-    throw_error<ValueError>("[TensorDict] '", key, "' has shape ", shape_str(value.shape()),
-                            ", which does not start with batch_size ", shape_str(batch_size_));
+  if (!has_prefix(value.shape(), batch_size_)) throw_not_batched(key, value.shape(), batch_size_);
   for (auto& [k, e] : entries_) {
     if (k == key) {
       e = std::move(value);
@@ -214,10 +219,8 @@ TensorDict TensorDict::map_dict(const TensorDict& d, const std::function<Tensor(
   for (const auto& [k, e] : d.entries_) {
     if (const auto* t = std::get_if<Tensor>(&e)) {
       Tensor v = f(*t);
-      if (!v.defined()) throw_error<ValueError>("[TensorDict] '", k, "' is an undefined tensor");
-      if (!has_prefix(v.shape(), batch))
-        throw_error<ValueError>("[TensorDict] '", k, "' has shape ", shape_str(v.shape()),
-                                ", which does not start with batch_size ", shape_str(batch));
+      check_defined(k, v);
+      if (!has_prefix(v.shape(), batch)) throw_not_batched(k, v.shape(), batch);
       out.entries_.emplace_back(k, std::move(v));
     } else {
       out.entries_.emplace_back(k, map_dict(std::get<TensorDict>(e), f, batch));

@@ -151,10 +151,18 @@ std::optional<int64_t> auto_chunk_size(const TensorDict& flat, int64_t batch,
   constexpr double kMinBlockFlops = 16e6;
   if (num_threads() != 1 || batch <= 2) return std::nullopt;
   int64_t param_bytes = 0, param_count = 0;
-  for (const auto& [key, t] : flat.leaves()) {
-    param_count += t.numel() / batch;
-    param_bytes += t.numel() / batch * static_cast<int64_t>(dtype_size(t.dtype()));
-  }
+  // walks the entries rather than leaves(), which would build every dotted key on each call
+  auto add_sizes = [&](const TensorDict& d, auto&& self) -> void {
+    for (const auto& [key, e] : d.items()) {
+      if (const auto* t = std::get_if<Tensor>(&e)) {
+        param_count += t->numel() / batch;
+        param_bytes += t->numel() / batch * static_cast<int64_t>(dtype_size(t->dtype()));
+      } else {
+        self(std::get<TensorDict>(e), self);
+      }
+    }
+  };
+  add_sizes(flat, add_sizes);
   if (param_bytes * 16 < kBlockBytes || param_bytes * 2 > kBlockBytes) return std::nullopt;
   // the rows each set's parameters meet: those of the first tensor input, per set
   const Tensor* input = per_set.empty() ? nullptr : &per_set.begin()->second;

@@ -29,8 +29,9 @@ uint64_t splitmix64(uint64_t x) {
 // Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3").
 constexpr uint32_t kM0 = 0xD2511F53, kM1 = 0xCD9E8D57, kW0 = 0x9E3779B9, kW1 = 0xBB67AE85;
 
-// One round on a counter (c0..c3) with key (k0, k1); shared by the scalar reference and the
-// 16-wide fill so both compute the same function.
+// One round on a counter (c0..c3) with key (k0, k1), for the scalar reference and the portable
+// fill; philox_round8 is the same round on eight lanes (tests compare the fills with the
+// reference word for word).
 inline void philox_round(uint32_t& c0, uint32_t& c1, uint32_t& c2, uint32_t& c3, uint32_t k0,
                          uint32_t k1) {
   uint64_t p0 = uint64_t(kM0) * c0, p1 = uint64_t(kM1) * c2;

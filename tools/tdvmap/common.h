@@ -1,7 +1,5 @@
 #pragma once
 // Shared pieces of the tdvmap subcommands: error kinds, timing, the benchmark MLP.
-#include <algorithm>
-#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>

@@ -290,6 +290,7 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
 }
 
 // kernels::gemm_nt over every tile edge of the small-matrix kernel (rows around its 6-row tile,
+// remainders of 2 and 3 rows, whose tiles split the depth into even and odd steps, at odd depths,
 // columns around its two-vector panel and the transposed narrow case, depths past its 16 KiB
 // panel), its direct loop for tiny products, and the Eigen path, against a double loop: shared
 // and per-set operands, bias none, shared or per set, ReLU on and off, transposed storage of
@@ -302,7 +303,8 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
   const std::vector<Case> cases = {{1, 1, 1, 1},    {2, 5, 3, 7},     {3, 6, 8, 16},
                                    {2, 7, 9, 0},    {3, 6, 8, 32},    {2, 13, 16, 33},
                                    {1, 12, 17, 9},  {2, 64, 4, 32},   {2, 19, 33, 300},
-                                   {1, 5, 70, 600}, {2, 300, 20, 300}, {1, 7, 9, 0}};
+                                   {1, 5, 70, 600}, {2, 300, 20, 300}, {2, 14, 20, 37},
+                                   {1, 9, 18, 64},  {1, 8, 17, 301},  {1, 7, 9, 0}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})

@@ -66,7 +66,31 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
       acc[r][1] += V(row_init[r]);
     }
   }
-  for (int64_t p = 0; p < kc; ++p) {
+  int64_t p = 0;
+  if constexpr (R <= 3) {
+    // 2R accumulators are too few chains to hide the FMA latency: odd steps go to a second set
+    V odd[R][2];
+    for (int r = 0; r < R; ++r) odd[r][0] = odd[r][1] = V(0.0f);
+    for (; p + 2 <= kc; p += 2) {
+      const V b0 = V::load_aligned(panel + p * NR);
+      const V b1 = V::load_aligned(panel + p * NR + W);
+      const V c0 = V::load_aligned(panel + (p + 1) * NR);
+      const V c1 = V::load_aligned(panel + (p + 1) * NR + W);
+      for (int r = 0; r < R; ++r) {
+        const V av(a[r * ars + p * acs]);
+        const V aw(a[r * ars + (p + 1) * acs]);
+        acc[r][0] = xsimd::fma(av, b0, acc[r][0]);
+        acc[r][1] = xsimd::fma(av, b1, acc[r][1]);
+        odd[r][0] = xsimd::fma(aw, c0, odd[r][0]);
+        odd[r][1] = xsimd::fma(aw, c1, odd[r][1]);
+      }
+    }
+    for (int r = 0; r < R; ++r) {
+      acc[r][0] += odd[r][0];
+      acc[r][1] += odd[r][1];
+    }
+  }
+  for (; p < kc; ++p) {
     const V b0 = V::load_aligned(panel + p * NR);
     const V b1 = V::load_aligned(panel + p * NR + W);
     for (int r = 0; r < R; ++r) {

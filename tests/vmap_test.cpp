@@ -19,11 +19,6 @@ using namespace td::test;
 
 namespace {
 
-
-bool contains(const std::string& s, const std::string& part) {
-  return s.find(part) != std::string::npos;
-}
-
 // element (indices) of a contiguous copy
 double at(const Tensor& t, std::initializer_list<int64_t> idx) {
   Tensor c = t.contiguous().to(kFloat64);
@@ -100,7 +95,7 @@ TEST_CASE("vmap: out_dims per output, None for unbatched outputs, unbatched outp
   // out_dims None on a batched output
   auto g = vmap([](Tensor t) { return t; }, {.out_dims = {std::nullopt}});
   CHECK_THROWS_AS(g(x), ValueError);
-  CHECK(contains(message_of([&] { g(x); }), "out_dims is None"));
+  CHECK(has(message_of([&] { g(x); }), "out_dims is None"));
   auto h = vmap([](Tensor t) { return t; }, {.out_dims = {3}});
   CHECK_THROWS_AS(h(x), IndexError);
   auto k = vmap([](Tensor t) { return std::make_tuple(t, t); }, {.out_dims = {0, 0, 0}});
@@ -179,7 +174,7 @@ TEST_CASE("vmap: any chunk_size gives the same result as none") {
     CHECK(allclose(make(c), ref, 1e-6, 1e-7));
   CHECK_THROWS_AS(make(0), ValueError);
   CHECK_THROWS_AS(make(-2), ValueError);
-  CHECK(contains(message_of([&] { make(0); }), "chunk_size"));
+  CHECK(has(message_of([&] { make(0); }), "chunk_size"));
 }
 
 TEST_CASE("vmap: input errors name the arguments and shapes") {
@@ -187,22 +182,22 @@ TEST_CASE("vmap: input errors name the arguments and shapes") {
   auto id2 = [](Tensor a, Tensor b) { return add(a, b); };
   // in_dims structure
   CHECK_THROWS_AS(vmap(id2, {.in_dims = {0}})(x, x), ValueError);
-  CHECK(contains(message_of([&] { vmap(id2, {.in_dims = {0}})(x, x); }),
+  CHECK(has(message_of([&] { vmap(id2, {.in_dims = {0}})(x, x); }),
                  "in_dims is not compatible"));
   // in_dim out of range
   CHECK_THROWS_AS(vmap(id2, {.in_dims = {0, 2}})(x, x), IndexError);
   std::string m = message_of([&] { vmap(id2, {.in_dims = {0, -3}})(x, x); });
-  CHECK(contains(m, "-ndim <= in_dim < ndim"));
-  CHECK(contains(m, "[3, 2]"));
-  CHECK(contains(m, "argument 1"));
+  CHECK(has(m, "-ndim <= in_dim < ndim"));
+  CHECK(has(m, "[3, 2]"));
+  CHECK(has(m, "argument 1"));
   // mismatched batch sizes
   CHECK_THROWS_AS(vmap(id2)(x, y), ValueError);
   m = message_of([&] { vmap(id2)(x, y); });
-  CHECK(contains(m, "3 (argument 0)"));
-  CHECK(contains(m, "4 (argument 1)"));
+  CHECK(has(m, "3 (argument 0)"));
+  CHECK(has(m, "4 (argument 1)"));
   // nothing batched
   CHECK_THROWS_AS(vmap(id2, {.in_dims = {std::nullopt, std::nullopt}})(x, x), ValueError);
-  CHECK(contains(message_of([&] {
+  CHECK(has(message_of([&] {
                    vmap(id2, {.in_dims = {std::nullopt, std::nullopt}})(x, x);
                  }),
                  "at least one input must be batched"));
@@ -237,10 +232,49 @@ TEST_CASE("vmap: in-place semantics") {
   });
   CHECK_THROWS_AS(bad(x), RuntimeError);
   std::string m = message_of([&] { bad(x); });
-  CHECK(contains(m, "[copy_]"));
-  CHECK(contains(m, "per-set shape [3]"));
-  CHECK(contains(m, "unbatched"));
+  CHECK(has(m, "[copy_]"));
+  CHECK(has(m, "per-set shape [3]"));
+  CHECK(has(m, "unbatched"));
   CHECK(at(dst, {0}) == 0.0);
+}
+
+TEST_CASE("vmap: like-factories of a batched tensor are batched, as in PyTorch") {
+  Tensor x = arange(6).view({2, 3}).to(kFloat32);
+  // a destination made with zeros_like takes per-set values in place
+  Tensor acc = vmap([](Tensor t) {
+    Tensor z = zeros_like(t);
+    CHECK(z.is_batched());
+    CHECK(z.shape() == Shape{3});
+    add_(z, t);
+    return z;
+  })(x);
+  CHECK(equal(acc, x));
+  // values, dtype, and in_dims other than 0
+  Tensor o = vmap([](Tensor t) { return ones_like(t); }, {.in_dims = {1}})(x);
+  CHECK(o.shape() == Shape{3, 2});
+  for (double v : o.to_vector<double>()) CHECK(v == 1.0);
+  Tensor xi = arange(6).view({2, 3});
+  Tensor f = vmap([](Tensor t) { return full_like(t, 7.0); })(xi);
+  CHECK(f.dtype() == DType::Int64);
+  for (double v : f.to_vector<double>()) CHECK(v == 7.0);
+  Tensor e = vmap([](Tensor t) {
+    Tensor d = empty_like(t);
+    copy_(d, mul(t, 2.0));
+    return d;
+  })(x);
+  CHECK(equal(e, mul(x, 2.0)));
+  // nested levels: batched at both
+  Tensor x3 = arange(24).view({2, 3, 4}).to(kFloat32);
+  Tensor n = vmap(vmap([](Tensor t) {
+    Tensor z = zeros_like(t);
+    add_(z, t);
+    return z;
+  }))(x3);
+  CHECK(equal(n, x3));
+  // outside vmap they stay plain factories
+  Tensor z = zeros_like(x);
+  CHECK_FALSE(z.is_batched());
+  for (double v : z.to_vector<double>()) CHECK(v == 0.0);
 }
 
 TEST_CASE("vmap: batch_norm running statistics") {
@@ -252,9 +286,9 @@ TEST_CASE("vmap: batch_norm running statistics") {
     auto f = vmap([&](Tensor t) { return batch_norm(t, rm, rv, {}, {}, true); });
     CHECK_THROWS_AS(f(x), RuntimeError);
     std::string m = message_of([&] { f(x); });
-    CHECK(contains(m, "batch_norm"));
-    CHECK(contains(m, "running_mean"));
-    CHECK(contains(m, "track_running_stats"));
+    CHECK(has(m, "batch_norm"));
+    CHECK(has(m, "running_mean"));
+    CHECK(has(m, "track_running_stats"));
     // eval mode works with any combination
     Tensor y = vmap([&](Tensor t) { return batch_norm(t, rm, rv, {}, {}, false); })(x);
     CHECK(y.shape() == Shape{b, 8, 4});
@@ -296,7 +330,7 @@ TEST_CASE("vmap: data access on a batched tensor raises") {
     return t;
   });
   CHECK_THROWS_AS(f(zeros({3, 2})), RuntimeError);
-  CHECK(contains(message_of([&] { f(zeros({3, 2})); }), "item"));
+  CHECK(has(message_of([&] { f(zeros({3, 2})); }), "item"));
 }
 
 TEST_CASE("vmap: embedding with stacked tables rejects out-of-range indices") {
@@ -328,14 +362,14 @@ TEST_CASE("vmap: an op without a rule runs per set with a warning, or raises whe
     throw;
   }
   std::cerr.rdbuf(old);
-  CHECK(contains(captured.str(), "vmap_test_double"));
+  CHECK(has(captured.str(), "vmap_test_double"));
   for (int i = 0; i < 3; ++i)
     for (int j = 0; j < 2; ++j) CHECK(at(y, {i, j}) == 2.0 * (i * 2 + j));
   CHECK(fallback_count(op) >= 1);
   set_vmap_fallback_enabled(false);
   std::string m = message_of([&] { vmap([&](Tensor t) { return call_op1(op, {t}); })(x); });
   set_vmap_fallback_enabled(true);
-  CHECK(contains(m, "vmap_test_double"));
+  CHECK(has(m, "vmap_test_double"));
   set_vmap_fallback_enabled(false);
   CHECK_THROWS_AS(vmap([&](Tensor t) { return call_op1(op, {t}); })(x), RuntimeError);
   set_vmap_fallback_enabled(true);

@@ -1,4 +1,5 @@
-// Factories: fresh unbatched tensors from shapes, values and ranges.
+// Factories: fresh tensors from shapes, values and ranges (unbatched, but for a like-factory of
+// a batched tensor).
 #include <cmath>
 
 #include "engine/dispatch.h"
@@ -39,10 +40,19 @@ Tensor ones(const Shape& shape, DType dtype) {
   check_sizes("ones", shape);
   return full(shape, 1.0, dtype);
 }
-Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype()); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype()); }
-Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype()); }
-Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, t.dtype()); }
+// Inside vmap a like-factory of a batched tensor is batched as it is (as in PyTorch), so the
+// result can take per-set values in place: a clone keeps the batch tags, then it is filled.
+Tensor full_like(const Tensor& t, double value) {
+  if (!t.is_batched()) return full(t.shape(), value, t.dtype());
+  Tensor out = t.clone();
+  fill_(out, value);
+  return out;
+}
+Tensor empty_like(const Tensor& t) {
+  return t.is_batched() ? full_like(t, 0.0) : empty(t.shape(), t.dtype());
+}
+Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
+Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 
 Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
 

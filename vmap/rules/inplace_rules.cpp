@@ -30,8 +30,7 @@ std::vector<Batched> inplace_rule(const RuleContext& ctx, std::span<const Batche
         "[", name, "] vmap: cannot write a batched value (per-set shape ", shape_str(s),
         ") into an unbatched tensor in place (shape ", shape_str(self.value.shape()),
         "); create the destination inside the vmapped function from a batched tensor (e.g. "
-        "x.clone() or x * 0 for a batched x; zeros_like makes an unbatched "
-        "tensor) or pass it batched");
+        "zeros_like(x) or x.clone() for a batched x) or pass it batched");
   }
   std::vector<Tensor> args{self.value};
   for (size_t i = 1; i < in.size(); ++i)

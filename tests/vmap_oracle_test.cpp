@@ -71,7 +71,7 @@ std::vector<Case> make_cases() {
       [](const Tensors& x) { return randn(x[0].shape(), kFloat64); }, Kind::Random);
   add_case(
       OpId::bernoulli, "bernoulli", one({3, 4}),
-      [](const Tensors& x) { return bernoulli(full_like(x[0], 0.5)); }, Kind::Random);
+      [](const Tensors& x) { return bernoulli(full(x[0].shape(), 0.5)); }, Kind::Random);
   add_case(
       OpId::dropout, "dropout", one({3, 4}),
       [](const Tensors& x) { return dropout(add(mul(x[0], 0.0), 3.0), 0.5, true); }, Kind::Random);

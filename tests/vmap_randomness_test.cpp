@@ -187,3 +187,21 @@ TEST_CASE("vmap dropout equals the composite rand >= p formula bit for bit") {
         CHECK(chunked.to_vector<double>() == want.to_vector<double>());
       }
 }
+
+TEST_CASE("vmap bernoulli: Same with a batched p raises, as in PyTorch") {
+  auto same = vmap([](Tensor p) { return bernoulli(p); }, {.randomness = Randomness::Same});
+  CHECK_THROWS_AS(same(full({4, 5}, 0.5)), RuntimeError);
+  std::string m = message_of([&] { same(full({4, 5}, 0.5)); });
+  CHECK(has(m, "[bernoulli]"));
+  CHECK(has(m, "same"));
+  CHECK(has(m, "per-set shape [5]"));
+  // 'error' names the randomness mode first
+  auto err = vmap([](Tensor p) { return bernoulli(p); });
+  CHECK(has(message_of([&] { err(full({4, 5}, 0.5)); }), "randomness='error'"));
+  // an unbatched p under Same: one draw shared by every set
+  manual_seed(5);
+  Tensor b = vmap([](Tensor x) { return add(x, bernoulli(full({40}, 0.5))); },
+                  {.randomness = Randomness::Same})(zeros({4, 40}));
+  for (int64_t i = 1; i < 4; ++i) CHECK(equal(b.select(0, i), b.select(0, 0)));
+  for (double v : b.to_vector<double>()) CHECK((v == 0.0 || v == 1.0));
+}

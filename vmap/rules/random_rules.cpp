@@ -88,6 +88,19 @@ std::vector<Batched> decomposition_rule(const RuleContext& ctx, std::span<const 
   return result;
 }
 
+// bernoulli(p) with randomness 'same' cannot give every set the same draws from a p that
+// differs per set; PyTorch refuses it too.
+std::vector<Batched> bernoulli_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                    const OpAttrs& attrs) {
+  check_randomness("bernoulli", ctx.randomness);
+  if (ctx.randomness == Randomness::Same && in[0].bdim)
+    throw_error<RuntimeError>("[bernoulli] vmap: randomness='same' with a batched p (per-set "
+                              "shape ",
+                              shape_str(per_set_shape(in[0])),
+                              ") is not supported; use randomness='different' or an unbatched p");
+  return decomposition_rule(ctx, in, attrs);
+}
+
 // dropout at a single visible level: each set's slice in one pass (fused_dropout) with the
 // draws rand would give it (key of the set's global index for Different, the unbatched key for
 // Same), so results match the decomposition, the loop and any chunking bit for bit. Nested
@@ -121,7 +134,7 @@ std::vector<Batched> dropout_rule(const RuleContext& ctx, std::span<const Batche
 void register_random_rules() {
   set_batch_rule(OpId::rand, rand_rule);
   set_batch_rule(OpId::randn, rand_rule);
-  set_batch_rule(OpId::bernoulli, decomposition_rule);
+  set_batch_rule(OpId::bernoulli, bernoulli_rule);
   set_batch_rule(OpId::dropout, dropout_rule);
 }
 

@@ -40,6 +40,7 @@ VmapLevelScope::~VmapLevelScope() {
 }
 
 std::span<const VmapLevel> active_levels() { return {g_levels.data(), g_visible}; }
+bool in_vmap() { return !g_levels.empty(); }
 
 const VmapLevel* find_level(int level) {
   for (size_t i = 0; i < g_visible; ++i)

@@ -36,6 +36,7 @@ class VmapLevelScope {
 
 // Levels visible to ops now: while a rule runs at level L, levels >= L are hidden.
 std::span<const VmapLevel> active_levels();
+bool in_vmap();  // any level on this thread's stack, visible or hidden
 const VmapLevel* find_level(int level);  // nullptr if not visible
 
 // Hides levels >= level for its lifetime (dispatch uses it around a rule).

@@ -15,6 +15,7 @@
 namespace td {
 namespace {
 std::atomic<int> g_threads{1};
+thread_local int tl_serial = 0;
 
 // Workers that stay alive between calls: starting threads per parallel_for cost 20-50 us, as much
 // as a small block of sets computes. Part p of a job goes to worker p - 1 (the caller runs part
@@ -122,7 +123,10 @@ void set_num_threads(int threads) {
   kernels::set_blas_threads(threads);
 }
 
-int num_threads() { return g_threads.load(); }
+int num_threads() { return tl_serial > 0 ? 1 : g_threads.load(); }
+
+SerialScope::SerialScope() { ++tl_serial; }
+SerialScope::~SerialScope() { --tl_serial; }
 
 void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
   const int64_t parts = std::min<int64_t>(num_threads(), n);

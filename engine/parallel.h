@@ -7,7 +7,18 @@
 namespace td {
 
 void set_num_threads(int threads);  // ValueError if < 1
-int num_threads();
+int num_threads();  // 1 inside a SerialScope
+
+// While alive, num_threads() is 1 on this thread: work already shared out across the threads
+// (functional_vmap's concurrent blocks of sets) runs its ops serially, and leaves OpenBLAS's
+// thread count alone.
+class SerialScope {
+ public:
+  SerialScope();
+  ~SerialScope();
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+};
 
 // Runs fn(begin, end) over [0, n) split into num_threads() contiguous ranges, on this thread
 // and num_threads() - 1 pooled workers; rethrows the first exception. While the pool serves

@@ -94,6 +94,8 @@ ParameterOverride::ParameterOverride(const Module& root, const TensorDict& param
 
 ParameterOverride::~ParameterOverride() { tl_override = prev_; }
 
+bool ParameterOverride::any_active() { return tl_override != nullptr; }
+
 const Tensor* ParameterOverride::find(const TensorSlot* slot) const {
   auto it = map_.find(slot);
   return it == map_.end() ? nullptr : &it->second;

@@ -59,6 +59,7 @@ class ParameterOverride {
   // The tensor substituted for slot, or nullptr.
   const Tensor* find(const TensorSlot* slot) const;
   const ParameterOverride* previous() const { return prev_; }
+  static bool any_active();  // on this thread
 
  private:
   bool pair_in_order(const Module& m, const TensorDict& d);

@@ -3,6 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <mutex>
+#include <set>
 #include <thread>
 
 #include "engine/engine.h"
@@ -198,8 +201,8 @@ TEST_CASE("randomness: different is bit-identical across chunking and loop; same
 }
 
 TEST_CASE("without chunk_size, a mid-sized ensemble runs in blocks: same values, less memory") {
-  // 111 KB of parameters a set, 64 rows: blocks of 9 sets (functional_vmap.cpp's
-  // auto_chunk_size), three blocks for 24 sets
+  // 111 KB of parameters a set, 64 rows: blocks of 9 sets (functional_vmap.cpp's auto_blocks),
+  // three blocks for 24 sets
   auto nets = ensemble(24, [] { return mlp(128, 200, 10, 0.5); });
   for (auto& n : nets) n->train();
   TensorDict params = TensorDict::from_modules(nets);
@@ -221,6 +224,121 @@ TEST_CASE("without chunk_size, a mid-sized ensemble runs in blocks: same values,
   CHECK(equal(blocked, run(5, false).first));
   // the activations of 9 sets at a time, not 24 (each [64, 200] float32, 51 KB)
   CHECK(blocked_peak * 2 < whole_peak);
+}
+
+namespace {
+// Restores one thread when a test ends, passing or not.
+struct Threads {
+  explicit Threads(int n) { set_num_threads(n); }
+  ~Threads() { set_num_threads(1); }
+};
+}  // namespace
+
+// With two threads, blocks of sets run at once (functional_vmap.cpp's auto_blocks): mid-sized
+// sets in cache-sized blocks, small ones in one block per thread. Everything must be as on one
+// thread: values, each set's dropout draws, the generator's state afterwards, BatchNorm's
+// per-set buffers, errors.
+TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and errors as on one") {
+  struct Case {
+    const char* name;
+    int64_t sets, in, hidden, out, rows;
+    bool per_set, batch_norm;
+  };
+  const Case cases[] = {{"mid-sized sets, shared input", 24, 128, 200, 10, 64, false, false},
+                        {"mid-sized sets, per-set input", 24, 128, 200, 10, 64, true, false},
+                        {"small sets", 256, 16, 32, 4, 64, false, false},
+                        {"mid-sized sets with BatchNorm", 12, 128, 200, 10, 64, false, true}};
+  for (const Case& c : cases) {
+    CAPTURE(c.name);
+    manual_seed(11);
+    auto nets = ensemble(static_cast<int>(c.sets), [&] {
+      auto seq = std::make_shared<nn::Sequential>();
+      seq->push_back(std::make_shared<nn::Linear>(c.in, c.hidden));
+      if (c.batch_norm) seq->push_back(std::make_shared<nn::BatchNorm1d>(c.hidden));
+      seq->push_back(std::make_shared<nn::ReLU>());
+      seq->push_back(std::make_shared<nn::Dropout>(0.5));
+      seq->push_back(std::make_shared<nn::Linear>(c.hidden, c.out));
+      return std::shared_ptr<nn::Module>(seq);
+    });
+    for (auto& n : nets) n->train();
+    const TensorDict initial = TensorDict::from_modules(nets);
+    Tensor x = c.per_set ? randn({c.sets, c.rows, c.in}) : randn({c.rows, c.in});
+    auto run = [&](int threads, bool loop) {
+      Threads t(threads);
+      TensorDict params = initial.clone();
+      manual_seed(5);
+      nn::FunctionalVmapOptions o{.params = params, .randomness = Randomness::Different,
+                                  .loop = loop};
+      if (c.per_set) {
+        o.kwargs = {{"input", x}};
+        o.in_dims = {{"input", 0}};
+      } else {
+        o.args = {x};
+      }
+      Tensor out = functional_vmap(*nets[0], o).tensor();
+      Tensor after = rand({8});  // the generator continues as after a one-thread call
+      return std::make_tuple(out, after, params);
+    };
+    auto [one, one_after, one_params] = run(1, false);
+    auto [two, two_after, two_params] = run(2, false);
+    CHECK(equal(two, one));
+    CHECK(equal(two_after, one_after));
+    CHECK(equal(two, std::get<0>(run(2, true))));
+    for (const auto& [key, t] : one_params.leaves()) {
+      CAPTURE(key);
+      CHECK(equal(two_params.get(key), t));
+    }
+    if (c.batch_norm) CHECK_FALSE(equal(one_params.get("1.running_mean"),
+                                        initial.get("1.running_mean")));
+    // an error inside the blocks reaches the caller, and the buffers are put back
+    Threads t(2);
+    TensorDict params = initial.clone();
+    Tensor bad = c.per_set ? randn({c.sets, c.rows, c.in + 1}) : randn({c.rows, c.in + 1});
+    nn::FunctionalVmapOptions o{.params = params, .randomness = Randomness::Different};
+    if (c.per_set) {
+      o.kwargs = {{"input", bad}};
+      o.in_dims = {{"input", 0}};
+    } else {
+      o.args = {bad};
+    }
+    CHECK_THROWS_AS(functional_vmap(*nets[0], o), ValueError);
+    CHECK(td::test::has(message_of([&] { functional_vmap(*nets[0], o); }), "linear"));
+    for (const auto& [key, v] : initial.leaves()) {
+      CAPTURE(key);
+      CHECK(equal(params.get(key), v));
+    }
+  }
+}
+
+// vmap_call's concurrent chunks (functional_vmap's blocks) run on two threads at once, and the
+// ops inside each see one thread.
+TEST_CASE("concurrent chunks run on two threads at once, their ops serially") {
+  Threads t(2);
+  std::mutex m;
+  std::set<std::thread::id> ids;
+  std::atomic<int> max_threads_seen{0};
+  auto f = [&](const ValueList& a) -> Value {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      ids.insert(std::this_thread::get_id());
+    }
+    max_threads_seen = std::max(max_threads_seen.load(), num_threads());
+    // wait (up to 2 s) for a second thread to take a chunk, so one cannot run them all
+    for (int i = 0; i < 2000; ++i) {
+      {
+        std::lock_guard<std::mutex> lock(m);
+        if (ids.size() > 1) break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return Value(mul(a[0].tensor(), 2.0));
+  };
+  Tensor x = arange(12).view({6, 2}).to(kFloat32);
+  Value out = vmap_call(f, {Value(x)}, {.chunk_size = 2}, true);
+  CHECK(equal(out.tensor(), mul(x, 2.0)));
+  CHECK(ids.size() == 2);
+  CHECK(max_threads_seen.load() == 1);
+  CHECK(num_threads() == 2);
 }
 
 namespace {

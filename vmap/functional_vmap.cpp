@@ -136,20 +136,30 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
   return stack_outputs(outs);
 }
 
-// Sets per chunk when the caller gave no chunk_size. Evaluated layer by layer over all sets, a
-// mid-sized ensemble's activations (mlp32: 4 MiB a layer) spill from L2 between one layer and
-// the next; in blocks whose parameters fit kBlockBytes they stay in cache (5-8% on the mlp32
-// workloads). Only where it was measured to pay: one thread (with two, blocks of 3 sets a
-// thread were 5-10% slower than one pass), a set's parameters between 1/16 and 1/2 of the
-// block (smaller sets, as mlp256_small, gained nothing; larger ones, as mlp8_large, cannot be
-// blocked), and blocks with enough work to hide a module call's overhead. Any chunking gives
-// the same result, so this changes speed and peak memory only.
-std::optional<int64_t> auto_chunk_size(const TensorDict& flat, int64_t batch,
-                                       const ValueList& args, const ValueDict& kwargs,
-                                       const std::map<std::string, Tensor>& per_set) {
+// How to split the sets when the caller gave no chunk_size. Any chunking gives the same result,
+// so this changes speed and peak memory only.
+struct Blocks {
+  std::optional<int64_t> chunk_size;
+  bool concurrent = false;
+};
+
+// One thread: evaluated layer by layer over all sets, a mid-sized ensemble's activations (mlp32:
+// 4 MiB a layer) spill from L2 between one layer and the next; in blocks whose parameters fit
+// kBlockBytes they stay in cache (5-8% on the mlp32 workloads). Only where it was measured to
+// pay: a set's parameters between 1/16 and 1/2 of the block (smaller sets, as mlp256_small,
+// gained nothing; larger ones, as mlp8_large, cannot be blocked), and blocks with enough work to
+// hide a module call's overhead.
+// More threads: blocks of sets run at once, one per thread at a time, instead of every op
+// splitting its sets across the threads and waiting for the slowest at each op; cache-sized
+// blocks for mid-sized sets, one block per thread for small ones. Only outside any vmap or
+// parameter override (the workers see neither), for sets under half the block (larger ones have
+// GEMMs big enough to thread themselves), and with work enough per thread.
+Blocks auto_blocks(const TensorDict& flat, int64_t batch, const ValueList& args,
+                   const ValueDict& kwargs, const std::map<std::string, Tensor>& per_set) {
   constexpr int64_t kBlockBytes = 1 << 20;
-  constexpr double kMinBlockFlops = 16e6;
-  if (num_threads() != 1 || batch <= 2) return std::nullopt;
+  constexpr double kMinBlockFlops = 16e6, kMinThreadFlops = 4e6;
+  const int64_t threads = num_threads();
+  if (batch <= 2 || (threads > 1 && (in_vmap() || ParameterOverride::any_active()))) return {};
   int64_t param_bytes = 0, param_count = 0;
   // walks the entries rather than leaves(), which would build every dotted key on each call
   auto add_sizes = [&](const TensorDict& d, auto&& self) -> void {
@@ -163,7 +173,7 @@ std::optional<int64_t> auto_chunk_size(const TensorDict& flat, int64_t batch,
     }
   };
   add_sizes(flat, add_sizes);
-  if (param_bytes * 16 < kBlockBytes || param_bytes * 2 > kBlockBytes) return std::nullopt;
+  if (param_bytes == 0 || param_bytes * 2 > kBlockBytes) return {};
   // the rows each set's parameters meet: those of the first tensor input, per set
   const Tensor* input = per_set.empty() ? nullptr : &per_set.begin()->second;
   int64_t sets_in_input = input ? batch : 1;
@@ -171,12 +181,28 @@ std::optional<int64_t> auto_chunk_size(const TensorDict& flat, int64_t batch,
     if (!input && a.is_tensor()) input = &a.tensor();
   for (const auto& [key, v] : kwargs.items())
     if (!input && v.is_tensor()) input = &v.tensor();
-  if (!input || input->dim() == 0 || input->size(-1) == 0) return std::nullopt;
+  if (!input || input->dim() == 0 || input->size(-1) == 0) return {};
   const int64_t rows = input->numel() / input->size(-1) / sets_in_input;
-  const int64_t c = kBlockBytes / param_bytes;
-  if (c >= batch || 2.0 * static_cast<double>(param_count * rows * c) < kMinBlockFlops)
-    return std::nullopt;
-  return c;
+  const double set_flops = 2.0 * static_cast<double>(param_count * rows);
+  const bool mid = param_bytes * 16 >= kBlockBytes;
+  if (threads == 1) {
+    const int64_t c = kBlockBytes / param_bytes;
+    if (!mid || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops) return {};
+    return {c, false};
+  }
+  if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads))
+    return {};
+  int64_t best = (batch + threads - 1) / threads;
+  if (mid) {
+    // the cache-sized block (at most 16 sets) whose blocks share out most evenly
+    int64_t best_load = batch;
+    for (int64_t c = 1; c <= std::min(kBlockBytes / param_bytes, batch); ++c) {
+      const int64_t load = ((batch + c - 1) / c + threads - 1) / threads * c;
+      if (load <= best_load) best = c, best_load = load;
+    }
+  }
+  if (best >= batch) return {};
+  return {best, true};
 }
 
 }  // namespace
@@ -236,15 +262,16 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
         vo.in_dims.push_back(0);
       }
       vo.randomness = o.loop ? Randomness::Different : o.randomness;
-      vo.chunk_size =
-          o.chunk_size ? o.chunk_size : auto_chunk_size(flat, batch, o.args, o.kwargs, per_set);
+      const Blocks blocks = o.chunk_size ? Blocks{o.chunk_size, false}
+                                         : auto_blocks(flat, batch, o.args, o.kwargs, per_set);
+      vo.chunk_size = blocks.chunk_size;
       auto f = [&](const ValueList& a) -> Value {
         ValueDict kw = o.kwargs;
         for (size_t i = 0; i < keys.size(); ++i) kw.set(keys[i], a[i + 1]);
         ParameterOverride override(module, a[0].tensordict());
         return call(module, method, o.args, kw);
       };
-      out = vmap_call(f, vargs, vo);
+      out = vmap_call(f, vargs, vo, blocks.concurrent);
     }
     return nb == 1 ? out : unflatten_outputs(out, batch_size);
   } catch (...) {

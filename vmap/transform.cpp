@@ -1,10 +1,13 @@
 #include "vmap/transform.h"
 
 #include <algorithm>
+#include <atomic>
+#include <exception>
 #include <sstream>
 
 #include "engine/batching.h"
 #include "engine/ops.h"
+#include "engine/parallel.h"
 #include "engine/random.h"
 #include "vmap/rules/rule_helpers.h"
 #include "vmap/rules/rules.h"
@@ -152,6 +155,11 @@ Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const Ou
 
 Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList& args,
                 const VmapOptions& o) {
+  return vmap_call(f, args, o, false);
+}
+
+Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList& args,
+                const VmapOptions& o, bool concurrent) {
   ensure_batch_rules();
   if (o.chunk_size && *o.chunk_size <= 0)
     throw_error<ValueError>("vmap: chunk_size should be None or greater than 0 (got ",
@@ -196,34 +204,53 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   if (chunks.empty()) chunks.emplace_back(0, 0);
   bool chunked = chunks.size() > 1;
 
-  RngState saved = rng_state(), after_first = saved;
-  std::vector<Value> outs;
+  const RngState saved = rng_state();
+  RngState after_first = saved;
+  std::vector<Value> outs(chunks.size());
   std::vector<int64_t> chunk_sizes;
+  for (const auto& [start, n] : chunks) chunk_sizes.push_back(n);
   int level = 0;
-  for (size_t k = 0; k < chunks.size(); ++k) {
-    auto [start, n] = chunks[k];
+  auto run_chunk = [&](size_t k) {
+    const auto [start, n] = chunks[k];
     set_rng_state(saved);  // each set's draws do not depend on the chunking
-    {
-      VmapLevelScope scope(n, o.randomness, start);
-      level = scope.level();
-      ValueList inner;
-      for (size_t i = 0; i < args.size(); ++i) {
-        if (!in_dims[i]) {
-          inner.push_back(args[i]);
-          continue;
-        }
-        inner.push_back(map_in(
-            args[i], *in_dims[i], i,
-            [&](const Tensor& t, int64_t d) {
-              Tensor part = chunked ? t.narrow(d, start, n) : t;
-              return add_batch_tag(part, level, d);
-            },
-            true));
+    VmapLevelScope scope(n, o.randomness, start);
+    const int lv = scope.level();
+    ValueList inner;
+    for (size_t i = 0; i < args.size(); ++i) {
+      if (!in_dims[i]) {
+        inner.push_back(args[i]);
+        continue;
       }
-      outs.push_back(f(inner));
+      inner.push_back(map_in(
+          args[i], *in_dims[i], i,
+          [&](const Tensor& t, int64_t d) {
+            Tensor part = chunked ? t.narrow(d, start, n) : t;
+            return add_batch_tag(part, lv, d);
+          },
+          true));
     }
-    chunk_sizes.push_back(n);
-    if (k == 0) after_first = rng_state();
+    outs[k] = f(inner);
+    if (k == 0) after_first = rng_state(), level = lv;
+  };
+  if (concurrent && chunked && num_threads() > 1) {
+    std::atomic<size_t> next{0};
+    std::atomic<bool> failed{false};
+    std::vector<std::exception_ptr> errors(chunks.size());
+    parallel_for(num_threads(), [&](int64_t, int64_t) {
+      SerialScope serial;
+      for (size_t k; !failed.load() && (k = next.fetch_add(1)) < chunks.size();) {
+        try {
+          run_chunk(k);
+        } catch (...) {
+          errors[k] = std::current_exception();
+          failed.store(true);
+        }
+      }
+    });
+    for (const auto& e : errors)  // the first failing chunk's, as when run in turn
+      if (e) std::rethrow_exception(e);
+  } else {
+    for (size_t k = 0; k < chunks.size(); ++k) run_chunk(k);
   }
   set_rng_state(after_first);
 

@@ -37,6 +37,11 @@ struct VmapOptions {
 // The non-template core: runs f over the batch of args.
 Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList& args,
                 const VmapOptions& options);
+// functional_vmap's form: with `concurrent`, the chunks run at once across the engine's threads,
+// each chunk's ops serially, claimed one at a time (a thread slowed by the host takes fewer).
+// f must be safe to call from several threads, and this thread must not be inside a vmap.
+Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList& args,
+                const VmapOptions& options, bool concurrent);
 
 namespace detail {
 

@@ -420,119 +420,299 @@ void binary_typed(BinaryKind kind, const Tensor& a, const Tensor& b, const Tenso
 
 // ---- reductions ----
 
-// Offsets (in elements) of the reduced elements of one output slot, in row-major order of the
-// reduced dims; and the loop over the kept dims.
-struct ReducePlan {
-  std::vector<int64_t> inner;  // offsets of reduced elements
-  Shape kept_shape;
-  Strides kept_strides;
-};
-
-ReducePlan plan_reduce(const Tensor& x, const IntList& dims) {
-  ReducePlan p;
-  const int64_t nd = x.dim();
-  std::vector<bool> red(nd, false);
-  for (int64_t d : dims) red[d] = true;
-  Shape rs;
-  Strides rst;
-  for (int64_t d = 0; d < nd; ++d) {
-    if (red[d]) {
-      rs.push_back(x.shape()[d]);
-      rst.push_back(x.strides()[d]);
-    } else {
-      p.kept_shape.push_back(x.shape()[d]);
-      p.kept_strides.push_back(x.strides()[d]);
-    }
-  }
-  int64_t r = shape_numel(rs);
-  p.inner.reserve(r);
-  if (r > 0) {
-    // No merging here: argmax indexes must follow the logical row-major order.
-    std::vector<int64_t> idx(rs.size(), 0);
-    int64_t off = 0;
-    for (int64_t i = 0; i < r; ++i) {
-      p.inner.push_back(off);
-      for (int64_t d = static_cast<int64_t>(rs.size()) - 1; d >= 0; --d) {
-        off += rst[d];
-        if (++idx[d] < rs[d]) break;
-        off -= rst[d] * rs[d];
-        idx[d] = 0;
-      }
-    }
-  }
-  return p;
-}
-
 template <class T>
 using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
 
+// Readers of one slot's reduced elements: a contiguous run, or gathered through offsets.
+template <class T>
+struct Run {
+  const T* p;
+  T operator()(int64_t i) const { return p[i]; }
+};
+template <class T>
+struct Gather {
+  const T* base;
+  const int64_t* offsets;
+  T operator()(int64_t i) const { return base[offsets[i]]; }
+};
+
+template <class T, class At>
+constexpr bool kFloatRun = std::is_floating_point_v<T>&& std::is_same_v<At, Run<T>>;
+
+// Sum of g(p[i]) over a contiguous floating run in double lanes (xsimd's converting loads widen
+// float), four chains to hide the add latency.
+template <class T, class G>
+double run_sum(const T* p, int64_t n, G g) {
+  using B = xsimd::batch<double>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  B a0(0.0), a1(0.0), a2(0.0), a3(0.0);
+  int64_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W) {
+    a0 += g(B::load_unaligned(p + i));
+    a1 += g(B::load_unaligned(p + i + W));
+    a2 += g(B::load_unaligned(p + i + 2 * W));
+    a3 += g(B::load_unaligned(p + i + 3 * W));
+  }
+  double s = xsimd::hadd((a0 + a1) + (a2 + a3));
+  for (; i < n; ++i) s += g(static_cast<double>(p[i]));
+  return s;
+}
+
+// Sum of g(at(i)) in A. Integer adds reassociate, so the compiler vectorises a run of those.
+template <class A, class T, class At, class G>
+A sum_of(int64_t n, At at, G g) {
+  if constexpr (kFloatRun<T, At>) {
+    return run_sum(at.p, n, g);
+  } else {
+    A s = 0;
+    for (int64_t i = 0; i < n; ++i) s += g(static_cast<A>(at(i)));
+    return s;
+  }
+}
+
+// Whether v replaces the running best b: a NaN beats every number and is never replaced itself,
+// and a tie keeps b, so the first best element wins. Bitwise, not short-circuit: loops of it
+// then vectorise.
+template <bool IsMax, class T>
+bool beats(T v, T b) {
+  const bool better = IsMax ? v > b : v < b;
+  if constexpr (std::is_floating_point_v<T>)
+    return (b == b) & ((v != v) | better);
+  else
+    return better;
+}
+
+// The best element of a contiguous floating run p[0 .. n-1], n >= 1, or NaN if there is one:
+// vector maxima (minima) with a separate NaN flag, as xsimd leaves max's NaN handling open.
+template <bool IsMax, class T>
+T best_of_run(const T* p, int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  T best = p[0];
+  int64_t i = 0;
+  if (n >= W) {
+    B lanes = B::load_unaligned(p);
+    auto nan = xsimd::isnan(lanes);  // not lanes != lanes: xsimd 8's != is false for NaN
+    for (i = W; i + W <= n; i += W) {
+      const B v = B::load_unaligned(p + i);
+      lanes = IsMax ? xsimd::max(lanes, v) : xsimd::min(lanes, v);
+      nan = nan | xsimd::isnan(v);
+    }
+    if (xsimd::any(nan)) return std::numeric_limits<T>::quiet_NaN();
+    T l[W];
+    lanes.store_unaligned(l);
+    for (T v : l)
+      if (beats<IsMax>(v, best)) best = v;
+  }
+  for (; i < n; ++i)
+    if (beats<IsMax>(p[i], best)) best = p[i];
+  return best;
+}
+
+// Index of the first element of p equal to best (the first NaN if best is NaN); there is one.
+template <class T>
+int64_t find_first(const T* p, int64_t n, T best) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = static_cast<int64_t>(B::size);
+  const bool nan = best != best;
+  const B bv(best);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const B v = B::load_unaligned(p + i);
+    if (xsimd::any(nan ? xsimd::isnan(v) : v == bv)) break;
+  }
+  while (nan ? p[i] == p[i] : p[i] != best) ++i;
+  return i;
+}
+
+// Index of the first best element of at(0 .. n-1), n >= 1 (the first NaN if there is one). On a
+// floating run the vector lanes lose which of several equal elements came first (-0 and +0,
+// NaNs), so a search finds it.
+template <bool IsMax, class T, class At>
+int64_t first_best(int64_t n, At at) {
+  if constexpr (kFloatRun<T, At>) {
+    return find_first(at.p, n, best_of_run<IsMax>(at.p, n));
+  } else {
+    int64_t bi = 0;
+    for (int64_t i = 1; i < n; ++i)
+      if (beats<IsMax>(at(i), at(bi))) bi = i;
+    return bi;
+  }
+}
+
+// The value of that element. Equal numbers other than zeros are identical, so only a zero or
+// NaN best needs the search (for its sign or payload).
+template <bool IsMax, class T, class At>
+T best_value(int64_t n, At at) {
+  if constexpr (kFloatRun<T, At>) {
+    const T best = best_of_run<IsMax>(at.p, n);
+    return best == best && best != T(0) ? best : at(find_first(at.p, n, best));
+  } else {
+    return at(first_best<IsMax, T>(n, at));
+  }
+}
+
+template <class O, class A>
+O sum_result(ReduceKind kind, A s, int64_t r) {
+  if (kind == ReduceKind::Mean)
+    return static_cast<O>(static_cast<double>(s) / static_cast<double>(r));
+  return static_cast<O>(s);
+}
+
+// From the sum of squared deviations.
+template <class O>
+O var_result(ReduceKind kind, double ss, int64_t r, bool unbiased) {
+  double v = ss / static_cast<double>(unbiased ? r - 1 : r);
+  if (unbiased && r <= 1) v = std::numeric_limits<double>::quiet_NaN();
+  return static_cast<O>(kind == ReduceKind::Std ? std::sqrt(v) : v);
+}
+
+// One output slot from its r reduced elements at(0 .. r-1), in row-major order of the reduced
+// dims (argmax counts in that order).
+template <class T, class O, class At>
+O reduce_slot(ReduceKind kind, int64_t r, At at, bool unbiased) {
+  switch (kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Mean:
+      return sum_result<O>(kind, sum_of<Acc<T>, T>(r, at, [](auto v) { return v; }), r);
+    case ReduceKind::Var:
+    case ReduceKind::Std: {
+      const double m = sum_of<double, T>(r, at, [](auto v) { return v; }) / static_cast<double>(r);
+      const double ss = sum_of<double, T>(r, at, [m](auto v) {
+        const auto d = v - m;
+        return d * d;
+      });
+      return var_result<O>(kind, ss, r, unbiased);
+    }
+    case ReduceKind::Amax:
+      return static_cast<O>(best_value<true, T>(r, at));
+    case ReduceKind::Amin:
+      return static_cast<O>(best_value<false, T>(r, at));
+    case ReduceKind::Argmax:
+      return static_cast<O>(first_best<true, T>(r, at));
+    case ReduceKind::Argmin:
+      return static_cast<O>(first_best<false, T>(r, at));
+  }
+  return O{};
+}
+
+// Running bests of m columns over the reduced rows: best[j] and its row index bi[j].
+template <bool IsMax, class T>
+void best_columns(const T* xp, const Nest<1>& red, int64_t m, T* best, int64_t* bi) {
+  std::copy_n(xp, m, best);
+  std::fill_n(bi, m, 0);
+  int64_t i = 0;
+  red.run([&](const std::array<int64_t, 1>& o) {
+    const T* row = xp + o[0];
+    if (i > 0)
+      for (int64_t j = 0; j < m; ++j) {
+        const bool take = beats<IsMax>(row[j], best[j]);
+        best[j] = take ? row[j] : best[j];
+        bi[j] = take ? i : bi[j];
+      }
+    ++i;
+  });
+}
+
+// Columns reduced at a time: their accumulators stay in L1.
+constexpr int64_t kColumnBlock = 512;
+
+// op[j] for m contiguous kept columns xp[j], with the reduced rows at red's offsets (r of them).
+// Rows stream into m accumulators rather than striding down each column; every column still
+// sees its rows in order, as argmax's first-index rule needs.
 template <class T, class O>
-void reduce_typed(ReduceKind kind, const Tensor& x, const ReducePlan& p, const Tensor& out,
+void reduce_columns(ReduceKind kind, const T* xp, const Nest<1>& red, int64_t r, int64_t m, O* op,
+                    bool unbiased) {
+  switch (kind) {
+    case ReduceKind::Sum:
+    case ReduceKind::Mean: {
+      Acc<T> acc[kColumnBlock];
+      std::fill_n(acc, m, 0);
+      red.run([&](const std::array<int64_t, 1>& o) {
+        const T* row = xp + o[0];
+        for (int64_t j = 0; j < m; ++j) acc[j] += Acc<T>(row[j]);
+      });
+      for (int64_t j = 0; j < m; ++j) op[j] = sum_result<O>(kind, acc[j], r);
+      return;
+    }
+    case ReduceKind::Var:
+    case ReduceKind::Std: {
+      double mean[kColumnBlock], ss[kColumnBlock];
+      std::fill_n(mean, m, 0.0);
+      std::fill_n(ss, m, 0.0);
+      red.run([&](const std::array<int64_t, 1>& o) {
+        const T* row = xp + o[0];
+        for (int64_t j = 0; j < m; ++j) mean[j] += static_cast<double>(row[j]);
+      });
+      for (int64_t j = 0; j < m; ++j) mean[j] /= static_cast<double>(r);
+      red.run([&](const std::array<int64_t, 1>& o) {
+        const T* row = xp + o[0];
+        for (int64_t j = 0; j < m; ++j) {
+          const double d = static_cast<double>(row[j]) - mean[j];
+          ss[j] += d * d;
+        }
+      });
+      for (int64_t j = 0; j < m; ++j) op[j] = var_result<O>(kind, ss[j], r, unbiased);
+      return;
+    }
+    default: {
+      const bool is_max = kind == ReduceKind::Amax || kind == ReduceKind::Argmax;
+      const bool is_arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+      T best[kColumnBlock];
+      int64_t bi[kColumnBlock];
+      if (is_max)
+        best_columns<true>(xp, red, m, best, bi);
+      else
+        best_columns<false>(xp, red, m, best, bi);
+      for (int64_t j = 0; j < m; ++j)
+        op[j] = is_arg ? static_cast<O>(bi[j]) : static_cast<O>(best[j]);
+      return;
+    }
+  }
+}
+
+template <class T, class O>
+void reduce_typed(ReduceKind kind, const Tensor& x, const IntList& dims, const Tensor& out,
                   bool unbiased) {
+  std::vector<bool> is_red(x.dim(), false);
+  for (int64_t d : dims) is_red[d] = true;
+  Shape rs, ks;
+  Strides rst, kst;
+  for (int64_t d = 0; d < x.dim(); ++d) {
+    (is_red[d] ? rs : ks).push_back(x.shape()[d]);
+    (is_red[d] ? rst : kst).push_back(x.strides()[d]);
+  }
+  // Merging keeps row-major order, so argmax indexes still count in the logical order.
+  const Nest<1> red(rs, {rst}), kept(ks, {kst});
+  const int64_t r = shape_numel(rs);
   const T* xp = ptr<T>(x);
   O* op = ptr<O>(out);
-  const int64_t r = static_cast<int64_t>(p.inner.size());
-  const int64_t* in = p.inner.data();
   int64_t slot = 0;
-  Nest<1> nest(p.kept_shape, {p.kept_strides});
-  nest.run([&](const std::array<int64_t, 1>& o) {
-    const T* base = xp + o[0];
-    O result{};
-    switch (kind) {
-      case ReduceKind::Sum:
-      case ReduceKind::Mean: {
-        Acc<T> s = 0;
-        for (int64_t i = 0; i < r; ++i) s += static_cast<Acc<T>>(base[in[i]]);
-        if (kind == ReduceKind::Mean)
-          result = static_cast<O>(static_cast<double>(s) / static_cast<double>(r));
-        else
-          result = static_cast<O>(s);
-        break;
-      }
-      case ReduceKind::Var:
-      case ReduceKind::Std: {
-        double s = 0;
-        for (int64_t i = 0; i < r; ++i) s += static_cast<double>(base[in[i]]);
-        const double m = s / static_cast<double>(r);
-        double ss = 0;
-        for (int64_t i = 0; i < r; ++i) {
-          const double d = static_cast<double>(base[in[i]]) - m;
-          ss += d * d;
-        }
-        double v = ss / static_cast<double>(unbiased ? r - 1 : r);
-        if (unbiased && r <= 1) v = std::numeric_limits<double>::quiet_NaN();
-        result = static_cast<O>(kind == ReduceKind::Std ? std::sqrt(v) : v);
-        break;
-      }
-      case ReduceKind::Amax:
-      case ReduceKind::Amin:
-      case ReduceKind::Argmax:
-      case ReduceKind::Argmin: {
-        const bool is_max = kind == ReduceKind::Amax || kind == ReduceKind::Argmax;
-        T best = base[in[0]];
-        int64_t bi = 0;
-        for (int64_t i = 1; i < r; ++i) {
-          const T v = base[in[i]];
-          bool better;
-          if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(best)) break;  // NaN wins, first one
-            better = std::isnan(v) || (is_max ? v > best : v < best);
-          } else {
-            better = is_max ? v > best : v < best;
-          }
-          if (better) {
-            best = v;
-            bi = i;
-          }
-        }
-        if (kind == ReduceKind::Argmax || kind == ReduceKind::Argmin)
-          result = static_cast<O>(bi);
-        else
-          result = static_cast<O>(best);
-        break;
-      }
-    }
-    op[slot++] = result;
+  // Every slot's reduced elements are one contiguous run.
+  if (red.shape.empty() || (red.shape.size() == 1 && red.st[0][0] == 1)) {
+    kept.run([&](const std::array<int64_t, 1>& o) {
+      op[slot++] = reduce_slot<T, O>(kind, r, Run<T>{xp + o[0]}, unbiased);
+    });
+    return;
+  }
+  // The innermost kept dims are contiguous: reduce blocks of columns.
+  if (!kept.shape.empty() && kept.st[0].back() == 1) {
+    const int64_t m = kept.shape.back();
+    Shape outer_shape(kept.shape.begin(), kept.shape.end() - 1);
+    Strides outer_strides(kept.st[0].begin(), kept.st[0].end() - 1);
+    Nest<1>(outer_shape, {outer_strides}).run([&](const std::array<int64_t, 1>& o) {
+      for (int64_t j = 0; j < m; j += kColumnBlock)
+        reduce_columns<T, O>(kind, xp + o[0] + j, red, r, std::min(kColumnBlock, m - j),
+                             op + slot + j, unbiased);
+      slot += m;
+    });
+    return;
+  }
+  std::vector<int64_t> offsets;
+  offsets.reserve(r);
+  red.run([&](const std::array<int64_t, 1>& o) { offsets.push_back(o[0]); });
+  kept.run([&](const std::array<int64_t, 1>& o) {
+    op[slot++] = reduce_slot<T, O>(kind, r, Gather<T>{xp + o[0], offsets.data()}, unbiased);
   });
 }
 
@@ -715,7 +895,6 @@ Tensor reduce(ReduceKind kind, const Tensor& x, const IntList& dims, bool keepdi
       out_dtype = x.dtype();
   }
   Tensor out = Tensor::empty(out_shape, out_dtype);
-  ReducePlan plan = plan_reduce(x, dims);
   count_kernel(KernelKind::Reduce);
   if (out.numel() > 0) {
     visit_dtype(x.dtype(), [&](auto xt) {
@@ -724,7 +903,7 @@ Tensor reduce(ReduceKind kind, const Tensor& x, const IntList& dims, bool keepdi
         using O = decltype(ot);
         // Only the meaningful (T, O) pairs are instantiated.
         if constexpr (std::is_same_v<T, O> || std::is_same_v<O, int64_t>)
-          reduce_typed<T, O>(kind, x, plan, out, unbiased);
+          reduce_typed<T, O>(kind, x, dims, out, unbiased);
       });
     });
   }

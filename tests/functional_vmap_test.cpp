@@ -310,6 +310,60 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
   }
 }
 
+namespace {
+// A user's module: its forward counts its calls and the threads they came from.
+struct Recorder : nn::Module {
+  std::shared_ptr<nn::Linear> l1, l2;
+  std::mutex m;
+  std::set<std::thread::id> threads;
+  int calls = 0;
+  Recorder() {
+    l1 = register_module("l1", std::make_shared<nn::Linear>(128, 200));
+    l2 = register_module("l2", std::make_shared<nn::Linear>(200, 10));
+    register_method("forward", &Recorder::forward, {"input"});
+  }
+  std::string type_name() const override { return "Recorder"; }
+  Tensor forward(const Tensor& input) {
+    {
+      std::lock_guard<std::mutex> lock(m);
+      threads.insert(std::this_thread::get_id());
+      ++calls;
+    }
+    return l2->forward(relu(l1->forward(input)));
+  }
+};
+}  // namespace
+
+// Blocks of sets run at once only through td's own modules: a user's module (which may keep
+// state, as this one does) is called once, on the caller's thread, also inside a Sequential.
+TEST_CASE("two threads: a user's module is never called from several threads") {
+  manual_seed(12);
+  std::vector<std::shared_ptr<Recorder>> recs;
+  for (int i = 0; i < 24; ++i) recs.push_back(std::make_shared<Recorder>());
+  TensorDict params = TensorDict::from_modules(recs);
+  Tensor x = randn({64, 128});
+  Tensor one = functional_vmap(*recs[0], {.params = params, .args = {x}}).tensor();
+  recs[0]->calls = 0;
+  recs[0]->threads.clear();
+  Threads t(2);
+  Tensor two = functional_vmap(*recs[0], {.params = params, .args = {x}}).tensor();
+  CHECK(equal(two, one));
+  CHECK(recs[0]->calls == 1);
+  CHECK(recs[0]->threads == std::set<std::thread::id>{std::this_thread::get_id()});
+  // inside td's Sequential too
+  std::vector<std::shared_ptr<nn::Sequential>> seqs;
+  for (int i = 0; i < 24; ++i)
+    seqs.push_back(std::make_shared<nn::Sequential>(
+        std::vector<std::shared_ptr<nn::Module>>{std::make_shared<Recorder>()}));
+  auto inner = std::dynamic_pointer_cast<Recorder>(seqs[0]->children()[0]);
+  REQUIRE(inner);
+  Tensor y = functional_vmap(*seqs[0], {.params = TensorDict::from_modules(seqs), .args = {x}})
+                 .tensor();
+  CHECK(y.shape() == Shape{24, 64, 10});
+  CHECK(inner->calls == 1);
+  CHECK(inner->threads == std::set<std::thread::id>{std::this_thread::get_id()});
+}
+
 // vmap_call's concurrent chunks (functional_vmap's blocks) run on two threads at once, and the
 // ops inside each see one thread.
 TEST_CASE("concurrent chunks run on two threads at once, their ops serially") {

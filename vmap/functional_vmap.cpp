@@ -1,11 +1,14 @@
 #include "vmap/functional_vmap.h"
 
 #include <algorithm>
+#include <iterator>
+#include <typeindex>
 
 #include "engine/batching.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
+#include "modules/modules.h"
 #include "vmap/rules/rules.h"
 #include "vmap/transform.h"
 
@@ -136,6 +139,23 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
   return stack_outputs(outs);
 }
 
+// Whether blocks of sets may run through the module at once: only td's own modules, of exactly
+// their type, whose forward keeps no state of its own (a user's module, or one deriving from
+// td's, may). A module missing here is only never run concurrently.
+bool own_modules_only(const Module& m) {
+  static const std::type_index kOwn[] = {
+      typeid(Linear),    typeid(Identity),   typeid(ReLU),        typeid(GELU),
+      typeid(Tanh),      typeid(Sigmoid),    typeid(Softmax),     typeid(LogSoftmax),
+      typeid(Flatten),   typeid(Dropout),    typeid(Sequential),  typeid(Conv2d),
+      typeid(MaxPool2d), typeid(Embedding),  typeid(LayerNorm),   typeid(BatchNorm1d),
+      typeid(BatchNorm2d), typeid(MultiheadAttention)};
+  if (std::find(std::begin(kOwn), std::end(kOwn), std::type_index(typeid(m))) == std::end(kOwn))
+    return false;
+  for (const auto& c : m.children())
+    if (!own_modules_only(*c)) return false;
+  return true;
+}
+
 // How to split the sets when the caller gave no chunk_size. Any chunking gives the same result,
 // so this changes speed and peak memory only.
 struct Blocks {
@@ -152,14 +172,18 @@ struct Blocks {
 // More threads: blocks of sets run at once, one per thread at a time, instead of every op
 // splitting its sets across the threads and waiting for the slowest at each op; cache-sized
 // blocks for mid-sized sets, one block per thread for small ones. Only outside any vmap or
-// parameter override (the workers see neither), for sets under half the block (larger ones have
-// GEMMs big enough to thread themselves), and with work enough per thread.
-Blocks auto_blocks(const TensorDict& flat, int64_t batch, const ValueList& args,
-                   const ValueDict& kwargs, const std::map<std::string, Tensor>& per_set) {
+// parameter override (the workers see neither), for forward through td's own modules, for sets
+// under half the block (larger ones have GEMMs big enough to thread themselves), and with work
+// enough per thread.
+Blocks auto_blocks(const Module& module, const std::string& method, const TensorDict& flat,
+                   int64_t batch, const ValueList& args, const ValueDict& kwargs,
+                   const std::map<std::string, Tensor>& per_set) {
   constexpr int64_t kBlockBytes = 1 << 20;
   constexpr double kMinBlockFlops = 16e6, kMinThreadFlops = 4e6;
   const int64_t threads = num_threads();
-  if (batch <= 2 || (threads > 1 && (in_vmap() || ParameterOverride::any_active()))) return {};
+  if (batch <= 2 || (threads > 1 && (in_vmap() || ParameterOverride::any_active() ||
+                                      method != "forward" || !own_modules_only(module))))
+    return {};
   int64_t param_bytes = 0, param_count = 0;
   // walks the entries rather than leaves(), which would build every dotted key on each call
   auto add_sizes = [&](const TensorDict& d, auto&& self) -> void {
@@ -263,7 +287,7 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
       }
       vo.randomness = o.loop ? Randomness::Different : o.randomness;
       const Blocks blocks = o.chunk_size ? Blocks{o.chunk_size, false}
-                                         : auto_blocks(flat, batch, o.args, o.kwargs, per_set);
+                                         : auto_blocks(module, method, flat, batch, o.args, o.kwargs, per_set);
       vo.chunk_size = blocks.chunk_size;
       auto f = [&](const ValueList& a) -> Value {
         ValueDict kw = o.kwargs;

@@ -267,8 +267,8 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
       Threads t(threads);
       TensorDict params = initial.clone();
       manual_seed(5);
-      nn::FunctionalVmapOptions o{.params = params, .randomness = Randomness::Different,
-                                  .loop = loop};
+      nn::FunctionalVmapOptions o{
+          .params = params, .randomness = Randomness::Different, .loop = loop};
       if (c.per_set) {
         o.kwargs = {{"input", x}};
         o.in_dims = {{"input", 0}};
@@ -288,8 +288,8 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
       CAPTURE(key);
       CHECK(equal(two_params.get(key), t));
     }
-    if (c.batch_norm) CHECK_FALSE(equal(one_params.get("1.running_mean"),
-                                        initial.get("1.running_mean")));
+    if (c.batch_norm)
+      CHECK_FALSE(equal(one_params.get("1.running_mean"), initial.get("1.running_mean")));
     // an error inside the blocks reaches the caller, and the buffers are put back
     Threads t(2);
     TensorDict params = initial.clone();
@@ -357,8 +357,8 @@ TEST_CASE("two threads: a user's module is never called from several threads") {
         std::vector<std::shared_ptr<nn::Module>>{std::make_shared<Recorder>()}));
   auto inner = std::dynamic_pointer_cast<Recorder>(seqs[0]->children()[0]);
   REQUIRE(inner);
-  Tensor y = functional_vmap(*seqs[0], {.params = TensorDict::from_modules(seqs), .args = {x}})
-                 .tensor();
+  Tensor y =
+      functional_vmap(*seqs[0], {.params = TensorDict::from_modules(seqs), .args = {x}}).tensor();
   CHECK(y.shape() == Shape{24, 64, 10});
   CHECK(inner->calls == 1);
   CHECK(inner->threads == std::set<std::thread::id>{std::this_thread::get_id()});

@@ -144,10 +144,10 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
 // td's, may). A module missing here is only never run concurrently.
 bool own_modules_only(const Module& m) {
   static const std::type_index kOwn[] = {
-      typeid(Linear),    typeid(Identity),   typeid(ReLU),        typeid(GELU),
-      typeid(Tanh),      typeid(Sigmoid),    typeid(Softmax),     typeid(LogSoftmax),
-      typeid(Flatten),   typeid(Dropout),    typeid(Sequential),  typeid(Conv2d),
-      typeid(MaxPool2d), typeid(Embedding),  typeid(LayerNorm),   typeid(BatchNorm1d),
+      typeid(Linear),      typeid(Identity),          typeid(ReLU),       typeid(GELU),
+      typeid(Tanh),        typeid(Sigmoid),           typeid(Softmax),    typeid(LogSoftmax),
+      typeid(Flatten),     typeid(Dropout),           typeid(Sequential), typeid(Conv2d),
+      typeid(MaxPool2d),   typeid(Embedding),         typeid(LayerNorm),  typeid(BatchNorm1d),
       typeid(BatchNorm2d), typeid(MultiheadAttention)};
   if (std::find(std::begin(kOwn), std::end(kOwn), std::type_index(typeid(m))) == std::end(kOwn))
     return false;
@@ -182,7 +182,7 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   constexpr double kMinBlockFlops = 16e6, kMinThreadFlops = 4e6;
   const int64_t threads = num_threads();
   if (batch <= 2 || (threads > 1 && (in_vmap() || ParameterOverride::any_active() ||
-                                      method != "forward" || !own_modules_only(module))))
+                                     method != "forward" || !own_modules_only(module))))
     return {};
   int64_t param_bytes = 0, param_count = 0;
   // walks the entries rather than leaves(), which would build every dotted key on each call
@@ -286,8 +286,9 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
         vo.in_dims.push_back(0);
       }
       vo.randomness = o.loop ? Randomness::Different : o.randomness;
-      const Blocks blocks = o.chunk_size ? Blocks{o.chunk_size, false}
-                                         : auto_blocks(module, method, flat, batch, o.args, o.kwargs, per_set);
+      const Blocks blocks =
+          o.chunk_size ? Blocks{o.chunk_size, false}
+                       : auto_blocks(module, method, flat, batch, o.args, o.kwargs, per_set);
       vo.chunk_size = blocks.chunk_size;
       auto f = [&](const ValueList& a) -> Value {
         ValueDict kw = o.kwargs;

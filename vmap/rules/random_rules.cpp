@@ -94,10 +94,10 @@ std::vector<Batched> bernoulli_rule(const RuleContext& ctx, std::span<const Batc
                                     const OpAttrs& attrs) {
   check_randomness("bernoulli", ctx.randomness);
   if (ctx.randomness == Randomness::Same && in[0].bdim)
-    throw_error<RuntimeError>("[bernoulli] vmap: randomness='same' with a batched p (per-set "
-                              "shape ",
-                              shape_str(per_set_shape(in[0])),
-                              ") is not supported; use randomness='different' or an unbatched p");
+    throw_error<RuntimeError>(
+        "[bernoulli] vmap: randomness='same' with a batched p (per-set shape ",
+        shape_str(per_set_shape(in[0])),
+        ") is not supported; use randomness='different' or an unbatched p");
   return decomposition_rule(ctx, in, attrs);
 }
 

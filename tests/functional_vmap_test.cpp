@@ -263,12 +263,11 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
     for (auto& n : nets) n->train();
     const TensorDict initial = TensorDict::from_modules(nets);
     Tensor x = c.per_set ? randn({c.sets, c.rows, c.in}) : randn({c.rows, c.in});
-    auto run = [&](int threads, bool loop) {
+    auto run = [&](int threads, bool loop, Randomness rnd = Randomness::Different) {
       Threads t(threads);
       TensorDict params = initial.clone();
       manual_seed(5);
-      nn::FunctionalVmapOptions o{
-          .params = params, .randomness = Randomness::Different, .loop = loop};
+      nn::FunctionalVmapOptions o{.params = params, .randomness = rnd, .loop = loop};
       if (c.per_set) {
         o.kwargs = {{"input", x}};
         o.in_dims = {{"input", 0}};
@@ -284,6 +283,10 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
     CHECK(equal(two, one));
     CHECK(equal(two_after, one_after));
     CHECK(equal(two, std::get<0>(run(2, true))));
+    // Same: one mask for every set, also when blocks draw on different threads
+    Tensor same = std::get<0>(run(2, false, Randomness::Same));
+    CHECK(equal(same, std::get<0>(run(1, false, Randomness::Same))));
+    CHECK_FALSE(equal(same, two));
     for (const auto& [key, t] : one_params.leaves()) {
       CAPTURE(key);
       CHECK(equal(two_params.get(key), t));

@@ -48,6 +48,14 @@ struct Block {
   std::array<uint32_t, 4> counter(uint64_t block) const {
     return {uint32_t(block), stream, s0 ^ uint32_t(block >> 32) * 0x9E3779B9u, s1};
   }
+  // The counters of blocks block0 .. block0 + N - 1, word by word: cs[word][block - block0].
+  template <int N>
+  void counters(uint64_t block0, uint32_t (&cs)[4][N]) const {
+    for (int l = 0; l < N; ++l) {
+      const auto c = counter(block0 + l);
+      for (int i = 0; i < 4; ++i) cs[i][l] = c[i];
+    }
+  }
 };
 
 Block make_block(uint64_t seed, uint64_t stream, uint64_t set_key) {
@@ -141,10 +149,7 @@ static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_
                 _mm256_set1_epi32(static_cast<int>(c[3]))};
     } else {
       alignas(32) uint32_t cs[4][kW];
-      for (int l = 0; l < kW; ++l) {
-        auto c = b.counter(block0 + l);
-        for (int i = 0; i < 4; ++i) cs[i][l] = c[i];
-      }
+      b.counters(block0, cs);
       for (int g = 0; g < 2; ++g) {
         auto load = [&](const uint32_t* a) {
           return _mm256_load_si256(reinterpret_cast<const __m256i*>(a + 8 * g));
@@ -190,27 +195,16 @@ static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_
   constexpr int kW = 16;
   for (int64_t base = 0; base < count; base += kW) {
     int w = static_cast<int>(std::min<int64_t>(kW, count - base));
-    uint32_t c0[kW], c1[kW], c2[kW], c3[kW];
-    for (int l = 0; l < kW; ++l) {
-      auto c = b.counter(first + base + l);
-      c0[l] = c[0];
-      c1[l] = c[1];
-      c2[l] = c[2];
-      c3[l] = c[3];
-    }
+    uint32_t cs[4][kW];
+    b.counters(first + base, cs);
     uint32_t k0 = b.k0, k1 = b.k1;
     for (int r = 0; r < 10; ++r) {
-      for (int l = 0; l < kW; ++l) philox_round(c0[l], c1[l], c2[l], c3[l], k0, k1);
+      for (int l = 0; l < kW; ++l) philox_round(cs[0][l], cs[1][l], cs[2][l], cs[3][l], k0, k1);
       k0 += kW0;
       k1 += kW1;
     }
-    for (int l = 0; l < w; ++l) {
-      uint32_t* o = words + 4 * (base + l);
-      o[0] = c0[l];
-      o[1] = c1[l];
-      o[2] = c2[l];
-      o[3] = c3[l];
-    }
+    for (int l = 0; l < w; ++l)
+      for (int i = 0; i < 4; ++i) words[4 * (base + l) + i] = cs[i][l];
   }
 }
 #endif

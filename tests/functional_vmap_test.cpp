@@ -262,19 +262,26 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
     });
     for (auto& n : nets) n->train();
     const TensorDict initial = TensorDict::from_modules(nets);
-    Tensor x = c.per_set ? randn({c.sets, c.rows, c.in}) : randn({c.rows, c.in});
+    // the input per set (kwarg "input", in_dims 0) or shared (positional)
+    auto options = [&](const TensorDict& params, const Tensor& input, Randomness rnd, bool loop) {
+      nn::FunctionalVmapOptions o{.params = params, .randomness = rnd, .loop = loop};
+      if (c.per_set) {
+        o.kwargs = {{"input", input}};
+        o.in_dims = {{"input", 0}};
+      } else {
+        o.args = {input};
+      }
+      return o;
+    };
+    auto input = [&](int64_t width) {
+      return c.per_set ? randn({c.sets, c.rows, width}) : randn({c.rows, width});
+    };
+    Tensor x = input(c.in);
     auto run = [&](int threads, bool loop, Randomness rnd = Randomness::Different) {
       Threads t(threads);
       TensorDict params = initial.clone();
       manual_seed(5);
-      nn::FunctionalVmapOptions o{.params = params, .randomness = rnd, .loop = loop};
-      if (c.per_set) {
-        o.kwargs = {{"input", x}};
-        o.in_dims = {{"input", 0}};
-      } else {
-        o.args = {x};
-      }
-      Tensor out = functional_vmap(*nets[0], o).tensor();
+      Tensor out = functional_vmap(*nets[0], options(params, x, rnd, loop)).tensor();
       Tensor after = rand({8});  // the generator continues as after a one-thread call
       return std::make_tuple(out, after, params);
     };
@@ -296,14 +303,7 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
     // an error inside the blocks reaches the caller, and the buffers are put back
     Threads t(2);
     TensorDict params = initial.clone();
-    Tensor bad = c.per_set ? randn({c.sets, c.rows, c.in + 1}) : randn({c.rows, c.in + 1});
-    nn::FunctionalVmapOptions o{.params = params, .randomness = Randomness::Different};
-    if (c.per_set) {
-      o.kwargs = {{"input", bad}};
-      o.in_dims = {{"input", 0}};
-    } else {
-      o.args = {bad};
-    }
+    const auto o = options(params, input(c.in + 1), Randomness::Different, false);
     CHECK_THROWS_AS(functional_vmap(*nets[0], o), ValueError);
     CHECK(td::test::has(message_of([&] { functional_vmap(*nets[0], o); }), "linear"));
     for (const auto& [key, v] : initial.leaves()) {

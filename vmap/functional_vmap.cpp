@@ -181,9 +181,7 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   constexpr int64_t kBlockBytes = 1 << 20;
   constexpr double kMinBlockFlops = 16e6, kMinThreadFlops = 4e6;
   const int64_t threads = num_threads();
-  if (batch <= 2 || (threads > 1 && (in_vmap() || ParameterOverride::any_active() ||
-                                     method != "forward" || !own_modules_only(module))))
-    return {};
+  if (batch <= 2) return {};
   int64_t param_bytes = 0, param_count = 0;
   // walks the entries rather than leaves(), which would build every dotted key on each call
   auto add_sizes = [&](const TensorDict& d, auto&& self) -> void {
@@ -214,7 +212,9 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
     if (!mid || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops) return {};
     return {c, false};
   }
-  if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads))
+  if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads) ||
+      in_vmap() || ParameterOverride::any_active() || method != "forward" ||
+      !own_modules_only(module))  // the tree walk last
     return {};
   int64_t best = (batch + threads - 1) / threads;
   if (mid) {

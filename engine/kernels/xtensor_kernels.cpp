@@ -672,10 +672,8 @@ void reduce_columns(ReduceKind kind, const T* xp, const Nest<1>& red, int64_t r,
 }
 
 template <class T, class O>
-void reduce_typed(ReduceKind kind, const Tensor& x, const IntList& dims, const Tensor& out,
-                  bool unbiased) {
-  std::vector<bool> is_red(x.dim(), false);
-  for (int64_t d : dims) is_red[d] = true;
+void reduce_typed(ReduceKind kind, const Tensor& x, const std::vector<bool>& is_red,
+                  const Tensor& out, bool unbiased) {
   Shape rs, ks;
   Strides rst, kst;
   for (int64_t d = 0; d < x.dim(); ++d) {
@@ -903,7 +901,7 @@ Tensor reduce(ReduceKind kind, const Tensor& x, const IntList& dims, bool keepdi
         using O = decltype(ot);
         // Only the meaningful (T, O) pairs are instantiated.
         if constexpr (std::is_same_v<T, O> || std::is_same_v<O, int64_t>)
-          reduce_typed<T, O>(kind, x, dims, out, unbiased);
+          reduce_typed<T, O>(kind, x, red, out, unbiased);
       });
     });
   }

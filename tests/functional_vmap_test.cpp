@@ -10,8 +10,8 @@
 
 #include "engine/engine.h"
 #include "modules/modules.h"
-#include "vmap/vmap.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using nn::functional_vmap;
@@ -28,7 +28,8 @@ std::shared_ptr<nn::Module> mlp(int64_t in, int64_t hidden, int64_t out, double 
   return seq;
 }
 
-std::vector<std::shared_ptr<nn::Module>> ensemble(int n, std::function<std::shared_ptr<nn::Module>()> make) {
+std::vector<std::shared_ptr<nn::Module>> ensemble(
+    int n, std::function<std::shared_ptr<nn::Module>()> make) {
   std::vector<std::shared_ptr<nn::Module>> out;
   for (int i = 0; i < n; ++i) out.push_back(make());
   return out;
@@ -75,12 +76,10 @@ TEST_CASE("the reference page's examples") {
     }
   }
   Tensor x_per_set = randn({4, 10, 3});
-  Value z = functional_vmap(*nets[0], {.params = params,
-                                       .kwargs = {{"input", x_per_set}},
-                                       .in_dims = {{"input", 0}}});
+  Value z = functional_vmap(
+      *nets[0], {.params = params, .kwargs = {{"input", x_per_set}}, .in_dims = {{"input", 0}}});
   CHECK(z.tensor().shape() == Shape{4, 10, 1});
-  for (int i = 0; i < 4; ++i)
-    CHECK(close(z.tensor()[i], (*nets[i])({x_per_set[i]}).tensor()));
+  for (int i = 0; i < 4; ++i) CHECK(close(z.tensor()[i], (*nets[i])({x_per_set[i]}).tensor()));
 }
 
 TEST_CASE("MLP: shared and per-set inputs, in_dims 0, 1 and -1, chunks and loop") {
@@ -101,14 +100,19 @@ TEST_CASE("MLP: shared and per-set inputs, in_dims 0, 1 and -1, chunks and loop"
   Tensor xs0 = randn({B, 7, 6});
   Tensor xs1 = randn({7, B, 6});
   Tensor xsm = randn({7, 6, B});  // in_dims -1: the sets are the last dim
-  struct Case { Tensor x; int64_t dim; };
+  struct Case {
+    Tensor x;
+    int64_t dim;
+  };
   for (auto [xi, d] : {Case{xs0, 0}, Case{xs1, 1}, Case{xsm, -1}}) {
     int64_t pd = d < 0 ? d + xi.dim() : d;
     Tensor ref = loop_reference(m, params, {}, {{"input", xi}}, {{"input", pd}});
     for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{1},
                                      std::optional<int64_t>{3}, std::optional<int64_t>{B}}) {
-      Value out = functional_vmap(m, {.params = params, .kwargs = {{"input", xi}},
-                                      .in_dims = {{"input", d}}, .chunk_size = c});
+      Value out = functional_vmap(m, {.params = params,
+                                      .kwargs = {{"input", xi}},
+                                      .in_dims = {{"input", d}},
+                                      .chunk_size = c});
       CHECK(close(out.tensor(), ref));
     }
     Value looped = functional_vmap(
@@ -123,18 +127,20 @@ TEST_CASE("two batch dims come back unflattened and equal a nested loop") {
   TensorDict params = TensorDict::from_modules(nets).reshape({2, 3});
   CHECK(params.batch_size() == Shape{2, 3});
   Tensor x = randn({2, 3, 5, 4});  // per set, batch dims at 0..1
-  Value out = functional_vmap(*nets[0], {.params = params, .kwargs = {{"input", x}},
-                                         .in_dims = {{"input", 0}}, .chunk_size = 4});
+  Value out = functional_vmap(
+      *nets[0],
+      {.params = params, .kwargs = {{"input", x}}, .in_dims = {{"input", 0}}, .chunk_size = 4});
   REQUIRE(out.tensor().shape() == Shape{2, 3, 5, 2});
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
       CHECK(close(out.tensor()[i][j], (*nets[i * 3 + j])({x[i][j]}).tensor()));
   Tensor xs = randn({5, 2, 3, 4});  // batch dims at 1..2
-  Value out2 = functional_vmap(*nets[0], {.params = params, .kwargs = {{"input", xs}},
-                                          .in_dims = {{"input", 1}}});
+  Value out2 = functional_vmap(
+      *nets[0], {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 1}}});
   for (int i = 0; i < 2; ++i)
     for (int j = 0; j < 3; ++j)
-      CHECK(close(out2.tensor()[i][j], (*nets[i * 3 + j])({xs.select(1, i).select(1, j)}).tensor()));
+      CHECK(
+          close(out2.tensor()[i][j], (*nets[i * 3 + j])({xs.select(1, i).select(1, j)}).tensor()));
 }
 
 TEST_CASE("an empty batch size calls the module once with params") {
@@ -154,8 +160,8 @@ TEST_CASE("a batch of size 0 gives empty outputs of the per-set shape") {
   Tensor x = randn({5, 3});
   for (bool loop : {false, true})
     for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {
-      Value out = functional_vmap(*nets[0],
-                                  {.params = params, .args = {x}, .chunk_size = c, .loop = loop});
+      Value out =
+          functional_vmap(*nets[0], {.params = params, .args = {x}, .chunk_size = c, .loop = loop});
       CHECK(out.tensor().shape() == Shape{0, 5, 2});
     }
 }
@@ -167,13 +173,13 @@ TEST_CASE("randomness: different is bit-identical across chunking and loop; same
   Tensor x = randn({6, 5});
   auto run = [&](Randomness r, std::optional<int64_t> c, bool loop) {
     manual_seed(42);
-    return functional_vmap(*nets[0], {.params = params, .args = {x}, .randomness = r,
-                                      .chunk_size = c, .loop = loop})
+    return functional_vmap(
+               *nets[0],
+               {.params = params, .args = {x}, .randomness = r, .chunk_size = c, .loop = loop})
         .tensor();
   };
   Tensor base = run(Randomness::Different, std::nullopt, false);
-  for (int64_t c : {1, 2, 3, 4})
-    CHECK(equal(run(Randomness::Different, c, false), base));
+  for (int64_t c : {1, 2, 3, 4}) CHECK(equal(run(Randomness::Different, c, false), base));
   CHECK(equal(run(Randomness::Different, std::nullopt, true), base));
   // loop with randomness "error" draws as "different" does
   CHECK(equal(run(Randomness::Error, std::nullopt, true), base));
@@ -185,11 +191,13 @@ TEST_CASE("randomness: different is bit-identical across chunking and loop; same
   std::vector<std::shared_ptr<nn::Module>> clones(4, nets[0]);
   TensorDict shared = TensorDict::from_modules(clones);
   manual_seed(7);
-  Tensor s = functional_vmap(*nets[0], {.params = shared, .args = {x},
-                                        .randomness = Randomness::Same}).tensor();
+  Tensor s =
+      functional_vmap(*nets[0], {.params = shared, .args = {x}, .randomness = Randomness::Same})
+          .tensor();
   manual_seed(7);
-  Tensor d = functional_vmap(*nets[0], {.params = shared, .args = {x},
-                                        .randomness = Randomness::Different}).tensor();
+  Tensor d = functional_vmap(*nets[0],
+                             {.params = shared, .args = {x}, .randomness = Randomness::Different})
+                 .tensor();
   for (int i = 1; i < 4; ++i) {
     CHECK(equal(s[i], s[0]));
     CHECK_FALSE(equal(d[i], d[0]));
@@ -211,9 +219,11 @@ TEST_CASE("without chunk_size, a mid-sized ensemble runs in blocks: same values,
     manual_seed(3);
     reset_peak_memory();
     const int64_t start = memory_stats().current_bytes;
-    Tensor out = functional_vmap(*nets[0], {.params = params, .args = {x},
+    Tensor out = functional_vmap(*nets[0], {.params = params,
+                                            .args = {x},
                                             .randomness = Randomness::Different,
-                                            .chunk_size = c, .loop = loop})
+                                            .chunk_size = c,
+                                            .loop = loop})
                      .tensor();
     return std::make_pair(out, memory_stats().peak_bytes - start);
   };
@@ -452,8 +462,9 @@ TEST_CASE("BatchNorm in training updates each set's slice of the stacked buffers
   TensorDict ref_params = params.clone();
   Tensor x = randn({3, 8, 4});
   for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {
-    Value out = functional_vmap(*nets[0], {.params = params, .kwargs = {{"input", x}},
-                                           .in_dims = {{"input", 0}}, .chunk_size = c});
+    Value out = functional_vmap(
+        *nets[0],
+        {.params = params, .kwargs = {{"input", x}}, .in_dims = {{"input", 0}}, .chunk_size = c});
     Tensor ref = loop_reference(*nets[0], ref_params, {}, {{"input", x}}, {{"input", 0}});
     CHECK(close(out.tensor(), ref, 1e-5));
     for (const char* key : {"1.running_mean", "1.running_var"})
@@ -472,7 +483,8 @@ TEST_CASE("the module is never mutated; an exception leaves module and params as
   TensorDict snapshot = params.clone();
   // a wrong input shape makes the module throw part way
   CHECK_THROWS(functional_vmap(*nets[0], {.params = params, .args = {randn({5, 7})}}));
-  CHECK_THROWS(functional_vmap(*nets[0], {.params = params, .args = {randn({5, 7})}, .loop = true}));
+  CHECK_THROWS(
+      functional_vmap(*nets[0], {.params = params, .args = {randn({5, 7})}, .loop = true}));
   auto after = nets[0]->named_parameters();
   for (size_t i = 0; i < before.size(); ++i) CHECK(after[i].second.is_same(before[i].second));
   for (const auto& [k, t] : params.leaves()) CHECK(equal(t, snapshot.get(k)));
@@ -506,30 +518,32 @@ TEST_CASE("errors name the key, the dim and the shapes") {
   TensorDict params = TensorDict::from_modules(nets);
   nn::Module& m = *nets[0];
   Tensor xs = randn({3, 5, 3});
-  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .kwargs = {{"input", xs}},
-                                      .in_dims = {{"x", 0}}}),
-                  KeyError);
+  CHECK_THROWS_AS(
+      functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"x", 0}}}),
+      KeyError);
   CHECK(message_of([&] {
           functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"x", 0}}});
         }).find("'x'") != std::string::npos);
   TensorDict single = TensorDict::from_module(m);
-  CHECK_THROWS_AS(functional_vmap(m, {.params = single, .kwargs = {{"input", xs}},
-                                      .in_dims = {{"input", 0}}}),
-                  ValueError);
+  CHECK_THROWS_AS(
+      functional_vmap(m, {.params = single, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}}),
+      ValueError);
   std::string msg = message_of([&] {
     functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 1}}});
   });
   CHECK(msg.find("input") != std::string::npos);
   CHECK(msg.find("[3, 5, 3]") != std::string::npos);
   CHECK(msg.find("[3]") != std::string::npos);
-  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .kwargs = {{"input", xs}},
-                                      .in_dims = {{"input", 1}}}),
-                  ValueError);
-  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .kwargs = {{"input", xs}},
-                                      .in_dims = {{"input", 3}}}),
-                  ValueError);
-  CHECK_THROWS_AS(functional_vmap(m, {.params = params, .args = {randn({5, 3})},
-                                      .randomness = Randomness::Same, .loop = true}),
+  CHECK_THROWS_AS(
+      functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 1}}}),
+      ValueError);
+  CHECK_THROWS_AS(
+      functional_vmap(m, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 3}}}),
+      ValueError);
+  CHECK_THROWS_AS(functional_vmap(m, {.params = params,
+                                      .args = {randn({5, 3})},
+                                      .randomness = Randomness::Same,
+                                      .loop = true}),
                   ValueError);
   CHECK_THROWS_AS(functional_vmap(m, {.params = params, .args = {randn({5, 3})}, .chunk_size = 0}),
                   ValueError);
@@ -546,8 +560,9 @@ TEST_CASE("errors name the key, the dim and the shapes") {
   CHECK_THROWS_AS(functional_vmap(m, {.params = extra, .args = {randn({5, 3})}}), KeyError);
   TensorDict wrong = params.clone();
   wrong.set("0.bias", zeros({3, 5}));
-  std::string shape_msg =
-      message_of([&] { functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}); });
+  std::string shape_msg = message_of([&] {
+    functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}});
+  });
   CHECK(shape_msg.find("0.bias") != std::string::npos);
   CHECK(shape_msg.find("[5]") != std::string::npos);
   CHECK_THROWS_AS(functional_vmap(m, {.params = wrong, .args = {randn({5, 3})}}), ValueError);
@@ -594,16 +609,19 @@ std::vector<ModuleCase> module_cases() {
                      std::make_shared<nn::Linear>(12, 2)});
        },
        x({2, 2, 4, 4})},
-      {"Embedding", [] { return std::shared_ptr<nn::Module>(std::make_shared<nn::Embedding>(9, 3)); },
-       [] { return ValueDict{{"input", tensor<int64_t>({1, 8, 0, 3, 3, 5}, {2, 3})}}; }},
+      {"Embedding",
+       [] { return std::shared_ptr<nn::Module>(std::make_shared<nn::Embedding>(9, 3)); },
+       [] {
+         return ValueDict{{"input", tensor<int64_t>({1, 8, 0, 3, 3, 5}, {2, 3})}};
+       }},
       {"MultiheadAttention",
        [] {
          return std::shared_ptr<nn::Module>(
              std::make_shared<nn::MultiheadAttention>(8, 2, 0.0, true, true));
        },
        [] {
-         return ValueDict{{"query", randn({2, 4, 8})}, {"key", randn({2, 5, 8})},
-                          {"value", randn({2, 5, 8})}};
+         return ValueDict{
+             {"query", randn({2, 4, 8})}, {"key", randn({2, 5, 8})}, {"value", randn({2, 5, 8})}};
        }},
   };
 }
@@ -660,9 +678,8 @@ TEST_CASE("every module kind: functional_vmap equals the modules called one by o
 
     // shared inputs, chunk sizes 1, 3, B and none, and loop
     auto ref_shared = reference([&](int64_t) { return shared; });
-    for (std::optional<int64_t> chunk :
-         {std::optional<int64_t>{}, std::optional<int64_t>{1}, std::optional<int64_t>{3},
-          std::optional<int64_t>{B}})
+    for (std::optional<int64_t> chunk : {std::optional<int64_t>{}, std::optional<int64_t>{1},
+                                         std::optional<int64_t>{3}, std::optional<int64_t>{B}})
       check({.params = params, .kwargs = shared, .chunk_size = chunk}, ref_shared);
     check({.params = params, .kwargs = shared, .loop = true}, ref_shared);
 
@@ -690,8 +707,8 @@ TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffe
   manual_seed(9);
   auto make = [] {
     // the last Linear expects 7 features but gets 6: it throws after BatchNorm ran
-    return std::shared_ptr<nn::Module>(std::make_shared<nn::Sequential>(
-        std::initializer_list<std::shared_ptr<nn::Module>>{
+    return std::shared_ptr<nn::Module>(
+        std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
             std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6),
             std::make_shared<nn::Linear>(7, 2)}));
   };
@@ -704,5 +721,200 @@ TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffe
     CHECK_THROWS_AS(functional_vmap(*nets[0], {.params = params, .args = {x}, .loop = loop}),
                     ValueError);
     for (const auto& [key, t] : params.leaves()) CHECK(equal(t, before.get(key)));
+  }
+}
+
+namespace {
+// forward(input) = a * weight + b, with a and b taken from a dict, a list or a TensorDict.
+struct Mixer : nn::Module {
+  nn::Param weight;
+  Mixer() {
+    weight = register_parameter("weight", randn({4}));
+    register_method("forward", &Mixer::forward, {"input"});
+  }
+  std::string type_name() const override { return "Mixer"; }
+  Tensor forward(const Value& input) {
+    Tensor a, b;
+    if (input.is_dict()) a = input.dict().at("a").tensor(), b = input.dict().at("b").tensor();
+    if (input.is_list()) a = input.list().at(0).tensor(), b = input.list().at(1).tensor();
+    if (input.is_tensordict()) a = input.tensordict().get("a"), b = input.tensordict().get("b");
+    return a * weight.get() + b;
+  }
+};
+}  // namespace
+
+TEST_CASE("in_dims on a dict, list or TensorDict input splits every Tensor leaf into sets") {
+  manual_seed(10);
+  std::vector<std::shared_ptr<Mixer>> mods;
+  for (int i = 0; i < 3; ++i) mods.push_back(std::make_shared<Mixer>());
+  TensorDict params = TensorDict::from_modules(mods);
+  Tensor a = randn({3, 5, 4}), b = randn({3, 4});  // set at dim 0
+  // expected by hand: out[i, n, k] = a[i, n, k] * w_i[k] + b[i, k]
+  auto av = a.to_vector<float>(), bv = b.to_vector<float>();
+  std::vector<float> want;
+  for (int i = 0; i < 3; ++i) {
+    auto w = mods[i]->weight.get().to_vector<float>();
+    for (int n = 0; n < 5; ++n)
+      for (int k = 0; k < 4; ++k) want.push_back(av[(i * 5 + n) * 4 + k] * w[k] + bv[i * 4 + k]);
+  }
+  Tensor expected = tensor(want).view({3, 5, 4});
+  ValueDict as_dict;
+  as_dict.set("a", a);
+  as_dict.set("b", b);
+  // a TensorDict of batch_size [5, 3] holding the sets at its dim 1 (= -1)
+  TensorDict as_td({{"a", a.permute({1, 0, 2})}, {"b", b.unsqueeze(0).expand({5, 3, 4})}}, {5, 3});
+  const std::vector<std::pair<Value, int64_t>> inputs = {
+      {Value(as_dict), 0}, {Value(ValueList{a, b}), 0}, {Value(as_td), 1}, {Value(as_td), -1}};
+  for (const auto& [input, dim] : inputs)
+    for (bool loop : {false, true})
+      for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {
+        CAPTURE(input.kind_name());
+        CAPTURE(loop);
+        Value out = functional_vmap(*mods[0], {.params = params,
+                                               .kwargs = {{"input", input}},
+                                               .in_dims = {{"input", dim}},
+                                               .chunk_size = c,
+                                               .loop = loop});
+        CHECK(close(out.tensor(), expected, 1e-6));
+      }
+  // a leaf that is not a Tensor has no dim to split; a TensorDict needs the sets in its batch
+  ValueDict with_number;
+  with_number.set("a", a);
+  with_number.set("b", 2.0);
+  for (const Value& bad : {Value(2.0), Value(with_number)}) {
+    CHECK_THROWS_AS(
+        functional_vmap(*mods[0],
+                        {.params = params, .kwargs = {{"input", bad}}, .in_dims = {{"input", 0}}}),
+        ValueError);
+  }
+  std::string m = message_of([&] {
+    functional_vmap(
+        *mods[0], {.params = params, .kwargs = {{"input", Value(2.0)}}, .in_dims = {{"input", 0}}});
+  });
+  CHECK(m.find("'input'") != std::string::npos);
+  CHECK(m.find("[3]") != std::string::npos);
+  for (int64_t dim : {0, 2}) {  // [5] at dim 0; no dim 2 in a batch of [5, 3]
+    CHECK_THROWS_AS(functional_vmap(*mods[0], {.params = params,
+                                               .kwargs = {{"input", as_td}},
+                                               .in_dims = {{"input", dim}}}),
+                    ValueError);
+  }
+}
+
+TEST_CASE("modules without parameters: the sets come from params.batch_size") {
+  std::vector<std::shared_ptr<nn::Module>> ids;
+  for (int i = 0; i < 3; ++i) ids.push_back(std::make_shared<nn::ReLU>());
+  TensorDict params = TensorDict::from_modules(ids);
+  REQUIRE(params.batch_size() == Shape{3});
+  Tensor x = tensor({-1.0f, 2.0f, -3.0f, 4.0f}).view({2, 2});
+  Tensor relu_x = tensor({0.0f, 2.0f, 0.0f, 4.0f}).view({2, 2});
+  for (bool loop : {false, true}) {
+    Value out = functional_vmap(*ids[0], {.params = params, .args = {x}, .loop = loop});
+    REQUIRE(out.tensor().shape() == Shape{3, 2, 2});
+    for (int i = 0; i < 3; ++i) CHECK(equal(out.tensor().select(0, i), relu_x));
+  }
+  // per-set inputs too
+  Tensor xs = randn({3, 2, 2});
+  Value out = functional_vmap(
+      *ids[0], {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}});
+  CHECK(equal(out.tensor(), relu(xs)));
+}
+
+TEST_CASE("a failed call leaves the random generator where it was") {
+  auto make = [] {
+    // dropout draws, then the last Linear (7 features in) meets 6 and throws
+    return std::shared_ptr<nn::Module>(
+        std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+            std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::Dropout>(0.5),
+            std::make_shared<nn::Linear>(7, 2)}));
+  };
+  auto nets = ensemble(4, make);
+  for (auto& n : nets) n->train();
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({5, 4});
+  manual_seed(11);
+  Tensor expected = rand({8});
+  for (bool loop : {false, true})
+    for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{3}}) {
+      manual_seed(11);
+      CHECK_THROWS_AS(functional_vmap(*nets[0], {.params = params,
+                                                 .args = {x},
+                                                 .randomness = Randomness::Different,
+                                                 .chunk_size = c,
+                                                 .loop = loop}),
+                      ValueError);
+      CHECK(equal(rand({8}), expected));
+    }
+}
+
+TEST_CASE(
+    "a write into a leaf every set shares raises, batched or in a loop, and changes nothing") {
+  manual_seed(12);
+  auto bn = std::make_shared<nn::BatchNorm1d>(2);
+  bn->train();
+  std::vector<std::shared_ptr<nn::Module>> same(3, bn);
+  TensorDict params = TensorDict::from_modules(same, {.expand_identical = true});
+  REQUIRE(params.get("running_mean").stride(0) == 0);
+  TensorDict before = params.clone();
+  Tensor xs = randn({3, 4, 2});
+  for (bool loop : {false, true}) {
+    CAPTURE(loop);
+    std::string m = message_of([&] {
+      functional_vmap(
+          *bn,
+          {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}, .loop = loop});
+    });
+    // the loop names the key; the batched call, the in-place op that met the expanded tensor
+    CHECK(m.find(loop ? "'running_mean' of shape [2]" : "cannot write into an expanded tensor") !=
+          std::string::npos);
+    CHECK_THROWS_AS(
+        functional_vmap(
+            *bn,
+            {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}, .loop = loop}),
+        RuntimeError);
+    for (const auto& [key, t] : params.leaves()) CHECK(equal(t, before.get(key)));
+  }
+  // in eval mode nothing is written: the shared leaves are fine
+  bn->eval();
+  Value out = functional_vmap(
+      *bn, {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}, .loop = true});
+  CHECK(out.tensor().shape() == Shape{3, 4, 2});
+}
+
+TEST_CASE("two batch dims: negative in_dims, unbatched outputs expanded, empty batches") {
+  manual_seed(13);
+  auto nets = ensemble(6, [] { return mlp(3, 4, 2); });
+  TensorDict params = TensorDict::from_modules(nets).reshape({2, 3});
+  // sets at dims 1, 2 of [5, 2, 3, 3], named by -3
+  Tensor xs = randn({5, 2, 3, 3});
+  Value out = functional_vmap(
+      *nets[0], {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", -3}}});
+  REQUIRE(out.tensor().shape() == Shape{2, 3, 5, 2});
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      auto guard = params[i][j].to_module(*nets[0]);
+      Tensor ref = (*nets[0])({xs.select(1, i).select(1, j)}).tensor();
+      CHECK(close(out.tensor().select(0, i).select(0, j), ref));
+    }
+  // an output leaf that does not depend on the sets gets the batch dims too
+  std::vector<std::shared_ptr<Mixer>> mods;
+  for (int i = 0; i < 6; ++i) mods.push_back(std::make_shared<Mixer>());
+  TensorDict mp = TensorDict::from_modules(mods).reshape({2, 3});
+  Tensor b = randn({4});
+  for (bool loop : {false, true}) {
+    Value o = functional_vmap(
+        *mods[0], {.params = mp, .args = {Value(ValueList{zeros({4}), b})}, .loop = loop});
+    REQUIRE(o.tensor().shape() == Shape{2, 3, 4});
+    for (int i = 0; i < 2; ++i)
+      for (int j = 0; j < 3; ++j) CHECK(equal(o.tensor().select(0, i).select(0, j), b));
+  }
+  // a batch of size 0 with a per-set input
+  TensorDict none = TensorDict::from_modules(nets).slice(0, 0);
+  for (bool loop : {false, true}) {
+    Value o = functional_vmap(*nets[0], {.params = none,
+                                         .kwargs = {{"input", randn({0, 5, 3})}},
+                                         .in_dims = {{"input", 0}},
+                                         .loop = loop});
+    CHECK(o.tensor().shape() == Shape{0, 5, 2});
   }
 }

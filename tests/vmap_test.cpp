@@ -193,8 +193,8 @@ TEST_CASE("vmap: input errors name the arguments and shapes") {
   // mismatched batch sizes
   CHECK_THROWS_AS(vmap(id2)(x, y), ValueError);
   m = message_of([&] { vmap(id2)(x, y); });
-  CHECK(has(m, "3 (argument 0)"));
-  CHECK(has(m, "4 (argument 1)"));
+  CHECK(has(m, "3 (argument 0 of shape [3, 2] at dim 0)"));
+  CHECK(has(m, "4 (argument 1 of shape [4, 2] at dim 0)"));
   // nothing batched
   CHECK_THROWS_AS(vmap(id2, {.in_dims = {std::nullopt, std::nullopt}})(x, x), ValueError);
   CHECK(has(message_of([&] {

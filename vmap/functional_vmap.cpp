@@ -1,6 +1,7 @@
 #include "vmap/functional_vmap.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iterator>
 #include <typeindex>
 
@@ -26,15 +27,103 @@ Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
                             " with params.batch_size ", batch_size);
   Shape got(x.shape().begin() + d, x.shape().begin() + d + nb);
   if (got != batch_size)
-    throw_error<ValueError>("[functional_vmap] input '", key, "' of shape ", x.shape(),
-                            " has ", got, " at dim ", dim, " but params.batch_size is ",
-                            batch_size);
+    throw_error<ValueError>("[functional_vmap] input '", key, "' of shape ", x.shape(), " has ",
+                            got, " at dim ", dim, " but params.batch_size is ", batch_size);
   Tensor flat = nb == 1 ? x : x.flatten(d, d + nb - 1);
   if (d == 0) return flat;
   IntList perm{d};
   for (int64_t i = 0; i < flat.dim(); ++i)
     if (i != d) perm.push_back(i);
   return flat.permute(perm);
+}
+
+// An input named in in_dims with every Tensor leaf through per_set_input, as vmap batches the
+// leaves of a structured input; a TensorDict's dim indexes its leaves (as tensordict's vmap
+// does), so its batch dims there go to the front too. A leaf that is not a Tensor cannot be
+// split into sets.
+Value per_set_value(const std::string& key, const Value& v, int64_t dim, const Shape& batch_size) {
+  switch (v.kind()) {
+    case Value::Kind::Tensor:
+      return per_set_input(key, v.tensor(), dim, batch_size);
+    case Value::Kind::TensorDict: {
+      const TensorDict& d = v.tensordict();
+      const int64_t nb = static_cast<int64_t>(batch_size.size());
+      const int64_t at = dim < 0 ? dim + d.batch_dims() : dim;
+      Shape bs{shape_numel(batch_size)};
+      if (at >= 0 && at + nb <= d.batch_dims()) {
+        // batch dims at..at+nb-1 of the TensorDict are the sets: checked and moved to the front
+        Shape got(d.batch_size().begin() + at, d.batch_size().begin() + at + nb);
+        if (got != batch_size)
+          throw_error<ValueError>("[functional_vmap] input '", key,
+                                  "' (a TensorDict of batch_size ", d.batch_size(), ") has ", got,
+                                  " at dim ", dim, " but params.batch_size is ", batch_size);
+        for (int64_t i = 0; i < d.batch_dims(); ++i)
+          if (i < at || i >= at + nb) bs.push_back(d.batch_size()[i]);
+        return d.apply([&](const Tensor& t) { return per_set_input(key, t, at, batch_size); }, bs);
+      }
+      throw_error<ValueError>("[functional_vmap] in_dims['", key, "'] = ", dim,
+                              " does not fit input '", key, "', a TensorDict of batch_size ",
+                              d.batch_size(), ", with params.batch_size ", batch_size);
+    }
+    case Value::Kind::List: {
+      ValueList out;
+      for (const auto& e : v.list()) out.push_back(per_set_value(key, e, dim, batch_size));
+      return out;
+    }
+    case Value::Kind::Dict: {
+      ValueDict out;
+      for (const auto& [k, e] : v.dict().items())
+        out.set(k, per_set_value(key, e, dim, batch_size));
+      return out;
+    }
+    default:
+      throw_error<ValueError>("[functional_vmap] in_dims names '", key, "', which holds a ",
+                              v.kind_name(), ": only Tensor leaves have a dim ", dim,
+                              " that can index params.batch_size ", batch_size);
+  }
+}
+
+// Set i's part of a per-set input from per_set_value.
+Value select_set(const Value& v, int64_t i) {
+  switch (v.kind()) {
+    case Value::Kind::Tensor:
+      return v.tensor().select(0, i);
+    case Value::Kind::TensorDict:
+      return v.tensordict()[i];
+    case Value::Kind::List: {
+      ValueList out;
+      for (const auto& e : v.list()) out.push_back(select_set(e, i));
+      return out;
+    }
+    case Value::Kind::Dict: {
+      ValueDict out;
+      for (const auto& [k, e] : v.dict().items()) out.set(k, select_set(e, i));
+      return out;
+    }
+    default:
+      return v;
+  }
+}
+
+// The first Tensor leaf of v (of d), or null.
+const Tensor* first_tensor(const TensorDict& d) {
+  for (const auto& [k, e] : d.items()) {
+    const Tensor* t = std::holds_alternative<Tensor>(e) ? &std::get<Tensor>(e)
+                                                        : first_tensor(std::get<TensorDict>(e));
+    if (t) return t;
+  }
+  return nullptr;
+}
+const Tensor* first_tensor(const Value& v) {
+  if (v.is_tensor()) return &v.tensor();
+  if (v.is_tensordict()) return first_tensor(v.tensordict());
+  if (v.is_list())
+    for (const auto& e : v.list())
+      if (const Tensor* t = first_tensor(e)) return t;
+  if (v.is_dict())
+    for (const auto& [k, e] : v.dict().items())
+      if (const Tensor* t = first_tensor(e)) return t;
+  return nullptr;
 }
 
 // Gives every Tensor leaf the leading dims batch_size (unflattening dim 0).
@@ -98,6 +187,21 @@ Value call(const Module& module, const std::string& method, const ValueList& arg
   return const_cast<Module&>(module).call_method(method, args, kwargs);
 }
 
+// The elements of t with their own memory: dims of stride 0 (a leaf stacked by from_modules'
+// expand_identical shares one copy among the sets) narrowed to their first index.
+Tensor own_memory(const Tensor& t) {
+  Tensor v = t;
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) == 0) v = v.narrow(d, 0, 1);
+  return v;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  const size_t n = static_cast<size_t>(ca.numel()) * dtype_size(ca.dtype());
+  return n == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), n) == 0;
+}
+
 // Buffers may be updated in place in training (BatchNorm running stats); keep a copy to put
 // back if the module throws, so a failed call leaves params as they were.
 struct BufferSnapshot {
@@ -106,7 +210,7 @@ struct BufferSnapshot {
     if (!module.is_training()) return;
     for (const auto& [key, _] : module.named_buffers())
       if (params.contains(key)) {
-        Tensor t = params.get(key);
+        Tensor t = own_memory(params.get(key));
         saved.emplace_back(t, t.clone());
       }
   }
@@ -115,20 +219,49 @@ struct BufferSnapshot {
   }
 };
 
+// Leaves every set shares (stride 0 along the sets): a loop hands each set the same memory, so
+// a set writing into one (a buffer update in training) would change it for the others. The
+// batched call raises on such a write (copy_ into an expanded tensor); the loop compares them
+// after each set and raises the same way.
+struct SharedLeaves {
+  std::vector<std::tuple<std::string, Tensor, Tensor>> leaves;  // key, the memory, a copy
+  SharedLeaves(const TensorDict& flat, int64_t batch) {
+    if (batch < 2) return;
+    for (const auto& [key, t] : flat.leaves())
+      if (t.dim() > 0 && t.stride(0) == 0) {
+        Tensor m = own_memory(t);
+        leaves.emplace_back(key, m, m.clone());
+      }
+  }
+  void check(int64_t set) {
+    for (auto& [key, memory, copy] : leaves)
+      if (!same_bytes(memory, copy)) {
+        memory.copy_(copy);
+        throw_error<RuntimeError>(
+            "[functional_vmap] loop=true: set ", set, " wrote into '", key, "' of shape ",
+            memory.select(0, 0).shape(),
+            ", which every set shares (stacked with stride 0, as from_modules with "
+            "expand_identical does); clone params' entry first");
+      }
+  }
+};
+
 Value run_loop(const Module& module, const std::string& method, const TensorDict& params,
                const ValueList& args, const ValueDict& kwargs,
-               const std::map<std::string, Tensor>& per_set, int64_t batch) {
+               const std::map<std::string, Value>& per_set, int64_t batch) {
   RngState entry = rng_state();
   uint64_t stream_end = entry.stream;
+  SharedLeaves shared(params, batch);
   std::vector<Value> outs;
   try {
     for (int64_t i = 0; i < batch; ++i) {
       // set i draws what it would draw as set i of a batched call with randomness "different"
       set_rng_state({entry.seed, entry.stream, combine_set_key(entry.set_key, i)});
       ValueDict kw = kwargs;
-      for (const auto& [key, x] : per_set) kw.set(key, x.select(0, i));
+      for (const auto& [key, x] : per_set) kw.set(key, select_set(x, i));
       ParameterOverride override(module, params[i]);
       outs.push_back(call(module, method, args, kw));
+      shared.check(i);
       stream_end = std::max(stream_end, rng_state().stream);
     }
   } catch (...) {
@@ -177,7 +310,7 @@ struct Blocks {
 // enough per thread.
 Blocks auto_blocks(const Module& module, const std::string& method, const TensorDict& flat,
                    int64_t batch, const ValueList& args, const ValueDict& kwargs,
-                   const std::map<std::string, Tensor>& per_set) {
+                   const std::map<std::string, Value>& per_set) {
   constexpr int64_t kBlockBytes = 1 << 20;
   constexpr double kMinBlockFlops = 16e6, kMinThreadFlops = 4e6;
   const int64_t threads = num_threads();
@@ -197,12 +330,14 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   add_sizes(flat, add_sizes);
   if (param_bytes == 0 || param_bytes * 2 > kBlockBytes) return {};
   // the rows each set's parameters meet: those of the first tensor input, per set
-  const Tensor* input = per_set.empty() ? nullptr : &per_set.begin()->second;
-  int64_t sets_in_input = input ? batch : 1;
+  const Tensor* input = nullptr;
+  for (const auto& [key, v] : per_set)
+    if (!input) input = first_tensor(v);
+  const int64_t sets_in_input = input ? batch : 1;
   for (const auto& a : args)
-    if (!input && a.is_tensor()) input = &a.tensor();
+    if (!input) input = first_tensor(a);
   for (const auto& [key, v] : kwargs.items())
-    if (!input && v.is_tensor()) input = &v.tensor();
+    if (!input) input = first_tensor(v);
   if (!input || input->dim() == 0 || input->size(-1) == 0) return {};
   const int64_t rows = input->numel() / input->size(-1) / sets_in_input;
   const double set_flops = 2.0 * static_cast<double>(param_count * rows);
@@ -247,8 +382,9 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
       throw_error<KeyError>("[functional_vmap] in_dims names '", key,
                             "', which is not a key of kwargs");
   if (!o.in_dims.empty() && nb == 0)
-    throw_error<ValueError>("[functional_vmap] in_dims is not empty but params has no batch "
-                            "dimension (batch_size [])");
+    throw_error<ValueError>(
+        "[functional_vmap] in_dims is not empty but params has no batch "
+        "dimension (batch_size [])");
   const std::string method = o.method.value_or("forward");
 
   // params' structure and per-set shapes are checked by ParameterOverride, before the module
@@ -258,13 +394,9 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
     return call(module, method, o.args, o.kwargs);
   }
 
-  std::map<std::string, Tensor> per_set;
+  std::map<std::string, Value> per_set;
   for (const auto& [key, dim] : o.in_dims) {
-    const Value& v = o.kwargs.at(key);
-    if (!v.is_tensor())
-      throw_error<TypeError>("[functional_vmap] in_dims names '", key, "', which holds a ",
-                             v.kind_name(), ", not a Tensor");
-    per_set[key] = per_set_input(key, v.tensor(), dim, batch_size);
+    per_set[key] = per_set_value(key, o.kwargs.at(key), dim, batch_size);
   }
   TensorDict flat = nb == 1 ? params : params.flatten_batch();
   int64_t batch = flat.batch_size()[0];

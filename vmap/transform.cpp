@@ -18,7 +18,7 @@ namespace {
 // in_dim / out_dim range check: IndexError with the expected range and the shape.
 int64_t check_dim(const char* what, int64_t d, int64_t ndim, size_t index, const Shape& shape) {
   if (d < -ndim || d >= ndim)
-    throw_error<IndexError>("vmap: ", what, " ", d, " is out of range for ",
+    throw_error<IndexError>("[vmap] ", what, " ", d, " is out of range for ",
                             what[0] == 'i' ? "argument " : "output ", index, " of shape ",
                             shape_str(shape), "; expected -ndim <= ", what,
                             " < ndim with ndim = ", ndim);
@@ -70,7 +70,7 @@ Tensor finish_leaf(const Tensor& t, std::optional<int64_t> od, const OutCtx& c) 
   Batched b = remove_batch_tag(t, c.level);
   if (!od) {
     if (b.bdim)
-      throw_error<ValueError>("vmap: out_dims is None for output ", c.index,
+      throw_error<ValueError>("[vmap] out_dims is None for output ", c.index,
                               ", but it is batched (per-set shape ",
                               shape_str(rules::per_set_shape(b)),
                               "); None is only allowed for outputs that do not depend on the "
@@ -162,38 +162,64 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
                 const VmapOptions& o, bool concurrent) {
   ensure_batch_rules();
   if (o.chunk_size && *o.chunk_size <= 0)
-    throw_error<ValueError>("vmap: chunk_size should be None or greater than 0 (got ",
+    throw_error<ValueError>("[vmap] chunk_size should be None or greater than 0 (got ",
                             *o.chunk_size, ")");
   std::vector<std::optional<int64_t>> in_dims = o.in_dims;
   if (in_dims.empty()) in_dims.assign(args.size(), 0);
   if (in_dims.size() != args.size())
-    throw_error<ValueError>("vmap: in_dims is not compatible with the structure of inputs: got ",
+    throw_error<ValueError>("[vmap] in_dims is not compatible with the structure of inputs: got ",
                             in_dims.size(), " in_dims for ", args.size(), " arguments");
 
-  // the batch size: every mapped leaf must agree
-  std::vector<std::pair<size_t, int64_t>> sizes;  // (argument, size)
+  // the batch size: every mapped leaf must agree; a TensorDict's batch size counts even when it
+  // holds no tensor (an ensemble of parameterless modules)
+  struct Mapped {
+    size_t arg;
+    int64_t size, dim;
+    Shape shape;
+  };
+  std::vector<Mapped> sizes;
   for (size_t i = 0; i < args.size(); ++i) {
     if (!in_dims[i]) continue;
-    map_in(
-        args[i], *in_dims[i], i,
-        [&](const Tensor& t, int64_t d) {
-          sizes.emplace_back(i, t.size(d));
-          return t;
-        },
-        false);
+    const int64_t in_dim = *in_dims[i];
+    auto collect = [&](const Value& v, auto&& self) -> void {
+      switch (v.kind()) {
+        case Value::Kind::Tensor: {
+          const Tensor& t = v.tensor();
+          const int64_t d = check_dim("in_dim", in_dim, t.dim(), i, t.shape());
+          sizes.push_back({i, t.size(d), d, t.shape()});
+          return;
+        }
+        case Value::Kind::TensorDict: {  // its leaves share its batch dims
+          const TensorDict& td = v.tensordict();
+          const int64_t d = check_dim("in_dim", in_dim, td.batch_dims(), i, td.batch_size());
+          sizes.push_back({i, td.batch_size()[d], d, td.batch_size()});
+          return;
+        }
+        case Value::Kind::List:
+          for (const auto& e : v.list()) self(e, self);
+          return;
+        case Value::Kind::Dict:
+          for (const auto& [k, e] : v.dict().items()) self(e, self);
+          return;
+        default:
+          return;
+      }
+    };
+    collect(args[i], collect);
   }
   if (sizes.empty())
     throw_error<ValueError>(
-        "vmap: at least one input must be batched (in_dims are all None, or no argument with an "
-        "in_dim holds a tensor)");
-  int64_t batch = sizes[0].second;
-  for (const auto& [arg, n] : sizes) {
-    if (n == batch) continue;
+        "[vmap] at least one input must be batched (in_dims are all None, or no argument with an "
+        "in_dim holds a tensor or a TensorDict)");
+  int64_t batch = sizes[0].size;
+  for (const auto& m : sizes) {
+    if (m.size == batch) continue;
     std::ostringstream os;
     for (size_t k = 0; k < sizes.size(); ++k)
-      os << (k ? ", " : "") << sizes[k].second << " (argument " << sizes[k].first << ")";
+      os << (k ? ", " : "") << sizes[k].size << " (argument " << sizes[k].arg << " of shape "
+         << shape_str(sizes[k].shape) << " at dim " << sizes[k].dim << ")";
     throw_error<ValueError>(
-        "vmap: expected all tensors to have the same size in the mapped dimension, got sizes ",
+        "[vmap] expected all tensors to have the same size in the mapped dimension, got sizes ",
         os.str());
   }
 
@@ -232,6 +258,14 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     outs[k] = f(inner);
     if (k == 0) after_first = rng_state(), level = lv;
   };
+  // a failing call leaves the generator as it was, as it leaves everything else
+  struct RestoreRng {
+    const RngState& state;
+    int exceptions = std::uncaught_exceptions();
+    ~RestoreRng() {
+      if (std::uncaught_exceptions() > exceptions) set_rng_state(state);
+    }
+  } restore_rng{saved};
   if (concurrent && chunked && num_threads() > 1) {
     std::atomic<size_t> next{0};
     std::atomic<bool> failed{false};
@@ -259,7 +293,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   if (o.out_dims.size() > 1) {
     if (!first.is_list() || first.list().size() != o.out_dims.size())
       throw_error<ValueError>(
-          "vmap: out_dims is not compatible with the structure of the "
+          "[vmap] out_dims is not compatible with the structure of the "
           "outputs: got ",
           o.out_dims.size(), " out_dims for ", first.is_list() ? first.list().size() : 1,
           " outputs");

@@ -17,9 +17,9 @@ namespace {
 
 using V = xsimd::batch<float>;
 constexpr int64_t W = static_cast<int64_t>(V::size);
-constexpr int64_t NR = 2 * W;      // panel width: two vectors
-constexpr int64_t MR = 6;          // tile rows: 12 accumulators, 2 panel vectors, 1 broadcast
-constexpr int64_t KC = 2048 / W;   // panel depth: KC x NR floats = 16 KiB, half of L1
+constexpr int64_t NR = 2 * W;     // panel width: two vectors
+constexpr int64_t MR = 6;         // tile rows: 12 accumulators, 2 panel vectors, 1 broadcast
+constexpr int64_t KC = 2048 / W;  // panel depth: KC x NR floats = 16 KiB, half of L1
 
 // The operands of one product c = a @ b^T: a [rows, k] is read a scalar at a time (any
 // strides), b [cols, k] is packed NR columns at a time; c(i, j) is at c + i * crs + j * ccs.

@@ -918,3 +918,40 @@ TEST_CASE("two batch dims: negative in_dims, unbatched outputs expanded, empty b
     CHECK(o.tensor().shape() == Shape{0, 5, 2});
   }
 }
+
+namespace {
+// forward(input) = input * weight, counting its calls.
+struct Counted : nn::Module {
+  nn::Param weight;
+  int calls = 0;
+  Counted() {
+    weight = register_parameter("weight", randn({4}));
+    register_method("forward", &Counted::forward, {"input"});
+  }
+  std::string type_name() const override { return "Counted"; }
+  Tensor forward(const Tensor& input) {
+    ++calls;
+    return input * weight.get();
+  }
+};
+}  // namespace
+
+TEST_CASE("chunk_size is the number of sets computed at once: one module call per chunk") {
+  manual_seed(14);
+  std::vector<std::shared_ptr<Counted>> mods;
+  for (int i = 0; i < 7; ++i) mods.push_back(std::make_shared<Counted>());
+  TensorDict params = TensorDict::from_modules(mods);
+  Tensor x = randn({2, 4});
+  Tensor reference =
+      functional_vmap(*mods[0], {.params = params, .args = {x}, .loop = true}).tensor();
+  CHECK(mods[0]->calls == 7);
+  // chunks of c sets: ceil(7 / c) calls; no chunk_size: one call for this small ensemble
+  for (auto [c, calls] : std::vector<std::pair<std::optional<int64_t>, int>>{
+           {std::nullopt, 1}, {1, 7}, {3, 3}, {7, 1}, {100, 1}}) {
+    mods[0]->calls = 0;
+    Tensor out =
+        functional_vmap(*mods[0], {.params = params, .args = {x}, .chunk_size = c}).tensor();
+    CHECK(mods[0]->calls == calls);
+    CHECK(equal(out, reference));
+  }
+}

@@ -122,6 +122,31 @@ Tensor var(const Tensor& x, const IntList& dims = {}, bool unbiased = true, bool
 Tensor std(const Tensor& x, const IntList& dims = {}, bool unbiased = true, bool keepdim = false);
 Tensor amax(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
 Tensor amin(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+// the same over one dim given as an integer: sum(x, -1)
+template <SingleDim I>
+Tensor sum(const Tensor& x, I dim, bool keepdim = false) {
+  return sum(x, IntList{static_cast<int64_t>(dim)}, keepdim);
+}
+template <SingleDim I>
+Tensor mean(const Tensor& x, I dim, bool keepdim = false) {
+  return mean(x, IntList{static_cast<int64_t>(dim)}, keepdim);
+}
+template <SingleDim I>
+Tensor var(const Tensor& x, I dim, bool unbiased = true, bool keepdim = false) {
+  return var(x, IntList{static_cast<int64_t>(dim)}, unbiased, keepdim);
+}
+template <SingleDim I>
+Tensor std(const Tensor& x, I dim, bool unbiased = true, bool keepdim = false) {
+  return std(x, IntList{static_cast<int64_t>(dim)}, unbiased, keepdim);
+}
+template <SingleDim I>
+Tensor amax(const Tensor& x, I dim, bool keepdim = false) {
+  return amax(x, IntList{static_cast<int64_t>(dim)}, keepdim);
+}
+template <SingleDim I>
+Tensor amin(const Tensor& x, I dim, bool keepdim = false) {
+  return amin(x, IntList{static_cast<int64_t>(dim)}, keepdim);
+}
 // nullopt: index into the flattened tensor
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);

@@ -1,5 +1,6 @@
 #pragma once
 // Shapes, strides and dim arithmetic shared by every op.
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
@@ -15,6 +16,11 @@ namespace td {
 using Shape = SmallVector<int64_t, 6>;
 using Strides = Shape;
 using IntList = Shape;
+
+// One dim given as an integer, as in PyTorch (x.sum(1), sum(x, -1)). Overloads taking it are
+// templates, so braces still mean a list of dims ({} all dims, {1} dim 1).
+template <class I>
+concept SingleDim = std::integral<I> && !std::same_as<I, bool>;
 
 std::ostream& operator<<(std::ostream& os, const Shape& s);  // [4, 10, 1]
 std::string shape_str(const Shape& s);

@@ -106,6 +106,14 @@ class Tensor {
   // reductions and math as methods, as in PyTorch
   Tensor sum(const IntList& dims = {}, bool keepdim = false) const;
   Tensor mean(const IntList& dims = {}, bool keepdim = false) const;
+  template <SingleDim I>
+  Tensor sum(I dim, bool keepdim = false) const {
+    return sum(IntList{static_cast<int64_t>(dim)}, keepdim);
+  }
+  template <SingleDim I>
+  Tensor mean(I dim, bool keepdim = false) const {
+    return mean(IntList{static_cast<int64_t>(dim)}, keepdim);
+  }
   Tensor abs() const;
   Tensor exp() const;
   Tensor log() const;

@@ -511,3 +511,23 @@ TEST_CASE("reductions are counted") {
   sum(x, {1});
   CHECK(kernel_count(KernelKind::Reduce) == 1);
 }
+
+TEST_CASE("one dim as an integer, as in PyTorch; braces still list dims") {
+  Tensor x = arange(24).view({2, 3, 4}).to(kFloat32);
+  // by hand: sums over dim 2 of rows 0..3, 4..7, ... are 6, 22, 38, ...
+  std::vector<float> want;
+  for (int r = 0; r < 6; ++r) want.push_back(static_cast<float>(16 * r + 6));
+  CHECK(equal(sum(x, -1), tensor(want).view({2, 3})));
+  CHECK(equal(x.sum(2), sum(x, {2})));
+  CHECK(equal(sum(x, 1, true), sum(x, {1}, true)));
+  CHECK(sum(x, 1, true).shape() == Shape{2, 1, 4});
+  CHECK(equal(x.mean(0), mean(x, {0})));
+  CHECK(equal(mean(x, 0), mean(x, {0})));
+  CHECK(equal(var(x, 1), var(x, {1})));
+  CHECK(equal(td::std(x, 1, false), td::std(x, {1}, false)));
+  CHECK(equal(amax(x, 2), amax(x, {2})));
+  CHECK(equal(amin(x, -2), amin(x, {1})));
+  CHECK(sum(x, {}).dim() == 0);  // {} is every dim, not dim 0
+  CHECK(x.sum().item<float>() == 276.0f);
+  CHECK_THROWS_AS(sum(x, 3), IndexError);
+}

@@ -955,3 +955,51 @@ TEST_CASE("chunk_size is the number of sets computed at once: one module call pe
     CHECK(equal(out, reference));
   }
 }
+
+TEST_CASE("randomness 'different' over two batch dims: set (i, j) draws as flat set 3i + j") {
+  auto nets = ensemble(6, [] { return mlp(5, 16, 3, 0.5); });
+  for (auto& n : nets) n->train();
+  TensorDict flat = TensorDict::from_modules(nets);
+  TensorDict grid = flat.reshape({2, 3});
+  Tensor x = randn({4, 5});
+  auto run = [&](const TensorDict& p, std::optional<int64_t> c, bool loop) {
+    manual_seed(21);
+    return functional_vmap(*nets[0], {.params = p,
+                                      .args = {x},
+                                      .randomness = Randomness::Different,
+                                      .chunk_size = c,
+                                      .loop = loop})
+        .tensor();
+  };
+  Tensor base = run(flat, std::nullopt, false);  // [6, 4, 3]
+  for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{4}})
+    for (bool loop : {false, true}) {
+      Tensor g = run(grid, c, loop);
+      REQUIRE(g.shape() == Shape{2, 3, 4, 3});
+      CHECK(equal(g.reshape({6, 4, 3}), base));
+    }
+}
+
+TEST_CASE("method with per-set keyword inputs, batched and in a loop") {
+  manual_seed(15);
+  std::vector<std::shared_ptr<Scaler>> mods;
+  for (int i = 0; i < 3; ++i) mods.push_back(std::make_shared<Scaler>());
+  TensorDict params = TensorDict::from_modules(mods);
+  Tensor xs = randn({2, 3, 3});  // the sets at dim 1
+  for (bool loop : {false, true}) {
+    Value out = functional_vmap(*mods[0], {.params = params,
+                                           .kwargs = {{"input", xs}, {"factor", 3.0}},
+                                           .in_dims = {{"input", 1}},
+                                           .method = "scaled",
+                                           .loop = loop});
+    REQUIRE(out.tensor().shape() == Shape{3, 2, 3});
+    for (int i = 0; i < 3; ++i) {
+      auto w = mods[i]->weight.get().to_vector<float>();
+      auto xi = xs.select(1, i).contiguous().to_vector<float>();
+      auto oi = out.tensor().select(0, i).contiguous().to_vector<float>();
+      for (int n = 0; n < 2; ++n)
+        for (int k = 0; k < 3; ++k)
+          CHECK(oi[n * 3 + k] == doctest::Approx(xi[n * 3 + k] * w[k] * 3.0));
+    }
+  }
+}

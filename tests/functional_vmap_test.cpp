@@ -738,6 +738,8 @@ struct Mixer : nn::Module {
     if (input.is_dict()) a = input.dict().at("a").tensor(), b = input.dict().at("b").tensor();
     if (input.is_list()) a = input.list().at(0).tensor(), b = input.list().at(1).tensor();
     if (input.is_tensordict()) a = input.tensordict().get("a"), b = input.tensordict().get("b");
+    if (input.is_dict() && input.dict().contains("c") && !input.dict().at("c").is_none())
+      throw std::runtime_error("Mixer: 'c' should stay None");
     return a * weight.get() + b;
   }
 };
@@ -763,8 +765,13 @@ TEST_CASE("in_dims on a dict, list or TensorDict input splits every Tensor leaf 
   as_dict.set("b", b);
   // a TensorDict of batch_size [5, 3] holding the sets at its dim 1 (= -1)
   TensorDict as_td({{"a", a.permute({1, 0, 2})}, {"b", b.unsqueeze(0).expand({5, 3, 4})}}, {5, 3});
-  const std::vector<std::pair<Value, int64_t>> inputs = {
-      {Value(as_dict), 0}, {Value(ValueList{a, b}), 0}, {Value(as_td), 1}, {Value(as_td), -1}};
+  ValueDict with_none = as_dict;  // None holds no leaf: every set gets it as it is
+  with_none.set("c", Value());
+  const std::vector<std::pair<Value, int64_t>> inputs = {{Value(as_dict), 0},
+                                                         {Value(with_none), 0},
+                                                         {Value(ValueList{a, b}), 0},
+                                                         {Value(as_td), 1},
+                                                         {Value(as_td), -1}};
   for (const auto& [input, dim] : inputs)
     for (bool loop : {false, true})
       for (std::optional<int64_t> c : {std::optional<int64_t>{}, std::optional<int64_t>{2}}) {

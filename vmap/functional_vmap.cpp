@@ -76,6 +76,8 @@ Value per_set_value(const std::string& key, const Value& v, int64_t dim, const S
         out.set(k, per_set_value(key, e, dim, batch_size));
       return out;
     }
+    case Value::Kind::None:  // no leaf to split (as in a PyTorch pytree): every set gets None
+      return v;
     default:
       throw_error<ValueError>("[functional_vmap] in_dims names '", key, "', which holds a ",
                               v.kind_name(), ": only Tensor leaves have a dim ", dim,

@@ -740,6 +740,8 @@ struct Mixer : nn::Module {
     if (input.is_tensordict()) a = input.tensordict().get("a"), b = input.tensordict().get("b");
     if (input.is_dict() && input.dict().contains("c") && !input.dict().at("c").is_none())
       throw std::runtime_error("Mixer: 'c' should stay None");
+    if (input.is_dict() && input.dict().contains("note") && input.dict().at("note").str() != "text")
+      throw std::runtime_error("Mixer: 'note' should stay 'text'");
     return a * weight.get() + b;
   }
 };
@@ -765,8 +767,10 @@ TEST_CASE("in_dims on a dict, list or TensorDict input splits every Tensor leaf 
   as_dict.set("b", b);
   // a TensorDict of batch_size [5, 3] holding the sets at its dim 1 (= -1)
   TensorDict as_td({{"a", a.permute({1, 0, 2})}, {"b", b.unsqueeze(0).expand({5, 3, 4})}}, {5, 3});
-  ValueDict with_none = as_dict;  // None holds no leaf: every set gets it as it is
+  // other leaves go to every set as they are: the Mixer checks that 'c' is still None
+  ValueDict with_none = as_dict;
   with_none.set("c", Value());
+  with_none.set("note", "text");
   const std::vector<std::pair<Value, int64_t>> inputs = {{Value(as_dict), 0},
                                                          {Value(with_none), 0},
                                                          {Value(ValueList{a, b}), 0},
@@ -784,11 +788,11 @@ TEST_CASE("in_dims on a dict, list or TensorDict input splits every Tensor leaf 
                                                .loop = loop});
         CHECK(close(out.tensor(), expected, 1e-6));
       }
-  // a leaf that is not a Tensor has no dim to split; a TensorDict needs the sets in its batch
-  ValueDict with_number;
-  with_number.set("a", a);
-  with_number.set("b", 2.0);
-  for (const Value& bad : {Value(2.0), Value(with_number)}) {
+  // an input with no Tensor in it has no dim to split; a TensorDict needs the sets in its batch
+  ValueDict no_tensor;
+  no_tensor.set("b", 2.0);
+  no_tensor.set("c", Value());
+  for (const Value& bad : {Value(2.0), Value(no_tensor), Value(), Value(ValueList{})}) {
     CHECK_THROWS_AS(
         functional_vmap(*mods[0],
                         {.params = params, .kwargs = {{"input", bad}}, .in_dims = {{"input", 0}}}),

@@ -39,8 +39,9 @@ Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
 
 // An input named in in_dims with every Tensor leaf through per_set_input, as vmap batches the
 // leaves of a structured input; a TensorDict's dim indexes its leaves (as tensordict's vmap
-// does), so its batch dims there go to the front too. A leaf that is not a Tensor cannot be
-// split into sets.
+// does), so its batch dims there go to the front too. Other leaves of a list or dict (None, a
+// number, a string) go to every set as they are, as vmap passes them; the input itself must be
+// a Tensor, a TensorDict, or a list or dict holding one.
 Value per_set_value(const std::string& key, const Value& v, int64_t dim, const Shape& batch_size) {
   switch (v.kind()) {
     case Value::Kind::Tensor:
@@ -76,12 +77,8 @@ Value per_set_value(const std::string& key, const Value& v, int64_t dim, const S
         out.set(k, per_set_value(key, e, dim, batch_size));
       return out;
     }
-    case Value::Kind::None:  // no leaf to split (as in a PyTorch pytree): every set gets None
-      return v;
     default:
-      throw_error<ValueError>("[functional_vmap] in_dims names '", key, "', which holds a ",
-                              v.kind_name(), ": only Tensor leaves have a dim ", dim,
-                              " that can index params.batch_size ", batch_size);
+      return v;
   }
 }
 
@@ -398,7 +395,12 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
 
   std::map<std::string, Value> per_set;
   for (const auto& [key, dim] : o.in_dims) {
-    per_set[key] = per_set_value(key, o.kwargs.at(key), dim, batch_size);
+    const Value& v = o.kwargs.at(key);
+    if (!first_tensor(v))
+      throw_error<ValueError>("[functional_vmap] in_dims names '", key, "', which holds a ",
+                              v.kind_name(), " with no Tensor: nothing in it has a dim ", dim,
+                              " that can index params.batch_size ", batch_size);
+    per_set[key] = per_set_value(key, v, dim, batch_size);
   }
   TensorDict flat = nb == 1 ? params : params.flatten_batch();
   int64_t batch = flat.batch_size()[0];

@@ -273,6 +273,16 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
   // another split of the work may round differently (sums of 96 products: atol 1e-4)
   CHECK(allclose(one, two, 1e-5, 1e-4));
   CHECK(allclose(one, strided, 1e-5, 1e-4));
+  // 37 matrices: the threads claim them two at a time, the last one alone; each exactly once
+  Tensor many_a = randn({37, 64, 64}), many_b = randn({37, 64, 64});
+  set_num_threads(1);
+  Tensor many_one = matmul(many_a, many_b);
+  set_num_threads(2);
+  Tensor many_two = matmul(many_a, many_b);
+  set_num_threads(1);
+  CHECK(allclose(many_one, many_two, 1e-5, 1e-4));
+  for (int64_t i : {0, 35, 36})
+    CHECK(allclose(many_two[i], matmul(many_a[i], many_b[i]), 1e-5, 1e-4));
   CHECK_THROWS_AS(set_num_threads(0), ValueError);
   // parallel_for covers the range exactly once and rethrows a worker's exception
   set_num_threads(3);

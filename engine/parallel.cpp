@@ -1,11 +1,12 @@
 #include "engine/parallel.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <mutex>
-#include <pthread.h>
 #include <thread>
 #include <vector>
 
@@ -118,7 +119,8 @@ class Pool {
 }  // namespace
 
 void set_num_threads(int threads) {
-  if (threads < 1) throw_error<ValueError>("[set_num_threads] needs at least 1 thread, got ", threads);
+  if (threads < 1)
+    throw_error<ValueError>("[set_num_threads] needs at least 1 thread, got ", threads);
   g_threads.store(threads);
   kernels::set_blas_threads(threads);
 }
@@ -134,6 +136,25 @@ void parallel_for(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
       Pool::instance().run(parts, [&](int64_t p) { fn(n * p / parts, n * (p + 1) / parts); }))
     return;
   if (n > 0) fn(0, n);
+}
+
+void parallel_claim(int64_t n, int64_t step, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t ranges = (n + step - 1) / step;
+  std::atomic<int64_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(ranges));
+  parallel_for(num_threads(), [&](int64_t, int64_t) {
+    for (int64_t k; !failed.load() && (k = next.fetch_add(1)) < ranges;) {
+      try {
+        fn(k * step, std::min(n, (k + 1) * step));
+      } catch (...) {
+        errors[k] = std::current_exception();
+        failed.store(true);
+      }
+    }
+  });
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 }  // namespace td

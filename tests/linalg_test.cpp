@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -296,6 +297,22 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
                                  if (b0 > 0) throw_error<RuntimeError>("[test] worker failed");
                                }),
                   RuntimeError);
+  // parallel_claim: ranges of 3 claimed in turn cover the range exactly once; the exception
+  // rethrown is the first failing range's, as in a loop in order
+  std::vector<int> claimed(10, 0);
+  std::atomic<int> odd_ranges{0};
+  parallel_claim(10, 3, [&](int64_t b0, int64_t e0) {
+    if (b0 % 3 != 0 || e0 != std::min<int64_t>(b0 + 3, 10)) ++odd_ranges;
+    for (int64_t i = b0; i < e0; ++i) ++claimed[i];
+  });
+  CHECK(claimed == std::vector<int>(10, 1));
+  CHECK(odd_ranges.load() == 0);
+  CHECK(has(message_of([] {
+              parallel_claim(10, 1, [](int64_t b0, int64_t) {
+                if (b0 >= 4) throw_error<RuntimeError>("[test] range ", b0, " failed");
+              });
+            }),
+            "range 4 failed"));
   set_num_threads(1);
 }
 

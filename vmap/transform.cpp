@@ -1,7 +1,6 @@
 #include "vmap/transform.h"
 
 #include <algorithm>
-#include <atomic>
 #include <exception>
 #include <sstream>
 
@@ -267,22 +266,10 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     }
   } restore_rng{saved};
   if (concurrent && chunked && num_threads() > 1) {
-    std::atomic<size_t> next{0};
-    std::atomic<bool> failed{false};
-    std::vector<std::exception_ptr> errors(chunks.size());
-    parallel_for(num_threads(), [&](int64_t, int64_t) {
+    parallel_claim(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
       SerialScope serial;
-      for (size_t k; !failed.load() && (k = next.fetch_add(1)) < chunks.size();) {
-        try {
-          run_chunk(k);
-        } catch (...) {
-          errors[k] = std::current_exception();
-          failed.store(true);
-        }
-      }
+      for (int64_t k = begin; k < end; ++k) run_chunk(static_cast<size_t>(k));
     });
-    for (const auto& e : errors)  // the first failing chunk's, as when run in turn
-      if (e) std::rethrow_exception(e);
   } else {
     for (size_t k = 0; k < chunks.size(); ++k) run_chunk(k);
   }

@@ -4,7 +4,6 @@
 // results are fresh contiguous row-major tensors.
 #include <Eigen/Core>
 #include <algorithm>
-#include <atomic>
 #include <type_traits>
 
 #include "engine/dispatch.h"
@@ -89,13 +88,9 @@ void for_each_matrix(int64_t bt, int64_t m, int64_t n, int64_t k, F&& range) {
   const bool even = bt % threads == 0 || bt >= 4 * threads;
   if (threads > 1 && bt > 1 && per_matrix * bt > 4e6 && (per_matrix < 64e6 || even)) {
     set_blas_threads(1);
-    // matrices claimed a few at a time, not split in fixed ranges: a thread the host slows
+    // claimed a few matrices at a time, not split in fixed ranges: a thread the host slows
     // down takes fewer instead of holding the others at the end of the op
-    const int64_t step = std::max<int64_t>(1, bt / (8 * threads));
-    std::atomic<int64_t> next{0};
-    parallel_for(threads, [&](int64_t, int64_t) {
-      for (int64_t i; (i = next.fetch_add(step)) < bt;) range(i, std::min(bt, i + step));
-    });
+    parallel_claim(bt, std::max<int64_t>(1, bt / (8 * threads)), range);
     set_blas_threads(num_threads());
   } else {
     range(0, bt);

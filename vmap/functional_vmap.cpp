@@ -16,19 +16,30 @@
 namespace td::nn {
 namespace {
 
+// Where the sets are in `sizes`, the shape of an input named in in_dims or the batch_size of a
+// TensorDict input (`what` says which): dims d .. d+nb-1 for dim (negative from the end), which
+// must hold params.batch_size. Returns d.
+int64_t sets_dim(const std::string& key, const char* what, const Shape& sizes, int64_t dim,
+                 const Shape& batch_size) {
+  const int64_t nb = static_cast<int64_t>(batch_size.size());
+  const int64_t n = static_cast<int64_t>(sizes.size());
+  const int64_t d = dim < 0 ? dim + n : dim;
+  if (d < 0 || d + nb > n)
+    throw_error<ValueError>("[functional_vmap] in_dims['", key, "'] = ", dim,
+                            " does not fit input '", key, "' ", what, sizes,
+                            " with params.batch_size ", batch_size);
+  Shape got(sizes.begin() + d, sizes.begin() + d + nb);
+  if (got != batch_size)
+    throw_error<ValueError>("[functional_vmap] input '", key, "' ", what, sizes, " has ", got,
+                            " at dim ", dim, " but params.batch_size is ", batch_size);
+  return d;
+}
+
 // Flattens dims d .. d+nb-1 of an input named in in_dims into one leading dim.
 Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
                      const Shape& batch_size) {
-  int64_t nb = static_cast<int64_t>(batch_size.size());
-  int64_t d = dim < 0 ? dim + x.dim() : dim;
-  if (dim < -x.dim() || d + nb > x.dim())
-    throw_error<ValueError>("[functional_vmap] in_dims['", key, "'] = ", dim,
-                            " does not fit input '", key, "' of shape ", x.shape(),
-                            " with params.batch_size ", batch_size);
-  Shape got(x.shape().begin() + d, x.shape().begin() + d + nb);
-  if (got != batch_size)
-    throw_error<ValueError>("[functional_vmap] input '", key, "' of shape ", x.shape(), " has ",
-                            got, " at dim ", dim, " but params.batch_size is ", batch_size);
+  const int64_t nb = static_cast<int64_t>(batch_size.size());
+  const int64_t d = sets_dim(key, "of shape ", x.shape(), dim, batch_size);
   Tensor flat = nb == 1 ? x : x.flatten(d, d + nb - 1);
   if (d == 0) return flat;
   IntList perm{d};
@@ -47,24 +58,15 @@ Value per_set_value(const std::string& key, const Value& v, int64_t dim, const S
     case Value::Kind::Tensor:
       return per_set_input(key, v.tensor(), dim, batch_size);
     case Value::Kind::TensorDict: {
+      // its batch dims at .. at+nb-1 are the sets: they go to the front as one
       const TensorDict& d = v.tensordict();
       const int64_t nb = static_cast<int64_t>(batch_size.size());
-      const int64_t at = dim < 0 ? dim + d.batch_dims() : dim;
+      const int64_t at =
+          sets_dim(key, "(a TensorDict) of batch_size ", d.batch_size(), dim, batch_size);
       Shape bs{shape_numel(batch_size)};
-      if (at >= 0 && at + nb <= d.batch_dims()) {
-        // batch dims at..at+nb-1 of the TensorDict are the sets: checked and moved to the front
-        Shape got(d.batch_size().begin() + at, d.batch_size().begin() + at + nb);
-        if (got != batch_size)
-          throw_error<ValueError>("[functional_vmap] input '", key,
-                                  "' (a TensorDict of batch_size ", d.batch_size(), ") has ", got,
-                                  " at dim ", dim, " but params.batch_size is ", batch_size);
-        for (int64_t i = 0; i < d.batch_dims(); ++i)
-          if (i < at || i >= at + nb) bs.push_back(d.batch_size()[i]);
-        return d.apply([&](const Tensor& t) { return per_set_input(key, t, at, batch_size); }, bs);
-      }
-      throw_error<ValueError>("[functional_vmap] in_dims['", key, "'] = ", dim,
-                              " does not fit input '", key, "', a TensorDict of batch_size ",
-                              d.batch_size(), ", with params.batch_size ", batch_size);
+      for (int64_t i = 0; i < d.batch_dims(); ++i)
+        if (i < at || i >= at + nb) bs.push_back(d.batch_size()[i]);
+      return d.apply([&](const Tensor& t) { return per_set_input(key, t, at, batch_size); }, bs);
     }
     case Value::Kind::List: {
       ValueList out;

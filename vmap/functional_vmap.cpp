@@ -106,25 +106,13 @@ Value select_set(const Value& v, int64_t i) {
   }
 }
 
-// The first Tensor leaf of v (of d), or null.
-const Tensor* first_tensor(const TensorDict& d) {
-  for (const auto& [k, e] : d.items()) {
-    const Tensor* t = std::holds_alternative<Tensor>(e) ? &std::get<Tensor>(e)
-                                                        : first_tensor(std::get<TensorDict>(e));
-    if (t) return t;
-  }
-  return nullptr;
-}
-const Tensor* first_tensor(const Value& v) {
-  if (v.is_tensor()) return &v.tensor();
-  if (v.is_tensordict()) return first_tensor(v.tensordict());
-  if (v.is_list())
-    for (const auto& e : v.list())
-      if (const Tensor* t = first_tensor(e)) return t;
-  if (v.is_dict())
-    for (const auto& [k, e] : v.dict().items())
-      if (const Tensor* t = first_tensor(e)) return t;
-  return nullptr;
+// The first Tensor leaf of v, if any.
+std::optional<Tensor> first_tensor(const Value& v) {
+  std::optional<Tensor> first;
+  for_each_tensor(v, [&](const Tensor& t) {
+    if (!first) first = t;
+  });
+  return first;
 }
 
 // Gives every Tensor leaf the leading dims batch_size (unflattening dim 0).
@@ -331,7 +319,7 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   add_sizes(flat, add_sizes);
   if (param_bytes == 0 || param_bytes * 2 > kBlockBytes) return {};
   // the rows each set's parameters meet: those of the first tensor input, per set
-  const Tensor* input = nullptr;
+  std::optional<Tensor> input;
   for (const auto& [key, v] : per_set)
     if (!input) input = first_tensor(v);
   const int64_t sets_in_input = input ? batch : 1;

@@ -100,6 +100,22 @@ TEST_CASE("vmap: out_dims per output, None for unbatched outputs, unbatched outp
   CHECK_THROWS_AS(h(x), IndexError);
   auto k = vmap([](Tensor t) { return std::make_tuple(t, t); }, {.out_dims = {0, 0, 0}});
   CHECK_THROWS_AS(k(x), ValueError);
+  // a number cannot carry the sets along a dim: only with out_dims None (PyTorch's rule)
+  auto num = vmap([](Tensor t) { return std::make_tuple(t, 3.0); });
+  CHECK_THROWS_AS(num(x), ValueError);
+  CHECK(has(message_of([&] { num(x); }), "output 1 is of type float"));
+  CHECK(has(message_of([&] { num(x); }), "out_dims = None"));
+  auto num_none = vmap([](Tensor t) { return std::make_tuple(t, 3.0); },
+                       {.out_dims = {0, std::nullopt}});
+  auto [t0, three] = num_none(x);
+  CHECK(t0.shape() == Shape{2, 3});
+  CHECK(three == 3.0);
+  // None carries nothing and passes through
+  auto none = vmap([](Tensor t) { return ValueList{Value(t), Value()}; });
+  ValueList nv = none(x);
+  REQUIRE(nv.size() == 2);
+  CHECK(nv[0].tensor().shape() == Shape{2, 3});
+  CHECK(nv[1].is_none());
   // std::vector outputs
   auto l = vmap([](Tensor t) { return std::vector<Tensor>{t, neg(t)}; });
   auto outs = l(x);
@@ -333,6 +349,34 @@ TEST_CASE("vmap: data access on a batched tensor raises") {
   CHECK(has(message_of([&] { f(zeros({3, 2})); }), "item"));
 }
 
+// vmap(f)(x) == stack(f(x_i)): what a call per set refuses, the batched call refuses too (a rule
+// that only saw the stacked shapes once let these through, silently wrong)
+TEST_CASE("vmap: rules refuse what a call per set refuses") {
+  auto refused_both = [](auto f, const Tensor& x, const char* op) {
+    CHECK_THROWS_AS(f(x[0]), ValueError);
+    CHECK_THROWS_AS(vmap(f)(x), ValueError);
+    CHECK(has(message_of([&] { vmap(f)(x); }), op));
+  };
+  Tensor x = randn({3, 4});
+  // normalized_shape [3, 4] over a per-set [4] (the stacked [3, 4] would normalise across sets)
+  refused_both([](Tensor t) { return layer_norm(t, {3, 4}); }, x, "[layer_norm]");
+  // a per-set [H, W] is not a [C, H, W]
+  refused_both([](Tensor t) { return max_pool2d(t, {2}); }, randn({2, 4, 4}), "[max_pool2d]");
+  refused_both([](Tensor t) { return avg_pool2d(t, {2}); }, randn({2, 4, 4}), "[avg_pool2d]");
+  // -1 cannot size a new leading dim
+  refused_both([](Tensor t) { return t.expand({-1, 4}); }, x, "[expand]");
+  // stacked layer_norm weights: per-set [1, 4] is not normalized_shape [4]
+  auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
+  CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);
+  CHECK_THROWS_AS(layer_norm(randn({2, 4}), {4}, ones({1, 4})), ValueError);
+  // and what a call per set accepts still runs: per-set weight [4], per-set pool input [C, H, W]
+  Tensor y = ln(randn({3, 2, 4}), ones({3, 4}));
+  CHECK(y.shape() == Shape{3, 2, 4});
+  CHECK(vmap([](Tensor t) { return max_pool2d(t, {2}); })(randn({2, 1, 4, 4})).shape() ==
+        Shape{2, 1, 2, 2});
+  CHECK(vmap([](Tensor t) { return t.expand({2, 4}); })(x).shape() == Shape{3, 2, 4});
+}
+
 TEST_CASE("vmap: embedding with stacked tables rejects out-of-range indices") {
   Tensor w = ones({2, 5, 3});
   auto f = vmap([](Tensor i, Tensor t) { return embedding(i, t); }, {.in_dims = {std::nullopt, 0}});
@@ -496,13 +540,20 @@ TEST_CASE("vmap: chunked TensorDict and dict outputs are concatenated") {
   }
   auto g = vmap(
       [](Tensor t) {
-        return Value(ValueDict{{"y", Value(neg(t))}, {"k", Value(3)}});
+        return Value(ValueDict{{"y", Value(neg(t))}, {"k", Value()}});
       },
       {.out_dims = {1}, .chunk_size = 3});
   Value v = g(x);
   REQUIRE(v["y"].tensor().shape() == Shape{2, 5});
   CHECK(at(v["y"].tensor(), {1, 4}) == -9.0);
-  CHECK(v["k"].to_int() == 3);
+  CHECK(v["k"].is_none());
+  // a number leaf has no dim 1 to put the sets on
+  auto h = vmap(
+      [](Tensor t) {
+        return Value(ValueDict{{"y", Value(neg(t))}, {"k", Value(3)}});
+      },
+      {.out_dims = {1}, .chunk_size = 3});
+  CHECK_THROWS_AS(h(x), ValueError);
 }
 
 // Every batching of (x, w, b) for linear_relu, and a nested level, against relu(linear) per set.

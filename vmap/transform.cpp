@@ -145,7 +145,14 @@ Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const Ou
                             chunk_sizes));
       return Value(std::move(out));
     }
+    case Value::Kind::None:
+      return v;
     default:
+      // a number or string cannot carry the sets along a dim
+      if (od)
+        throw_error<ValueError>("[vmap] the function must only return Tensors, but output ",
+                                c0.index, " is of type ", v.kind_name(), " with out_dims ", *od,
+                                "; did you mean out_dims = None for that output?");
       return v;
   }
 }

@@ -17,6 +17,10 @@ TD_OPS(TD_X)
 DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, DType wt,
                    const Shape* b, DType bt);
 
+// layer_norm's checks on (per-set) shapes, as check_linear's (w, b: the shapes, or null).
+void check_layer_norm(const char* what, const Shape& x, const Shape& ns, const Shape* w,
+                      const Shape* b);
+
 // Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
 // kernel of dropout_impl, shared with vmap's dropout rule.
 void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key);

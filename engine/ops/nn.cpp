@@ -261,6 +261,20 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
 
 namespace impl {
 
+void check_layer_norm(const char* what, const Shape& x, const Shape& ns, const Shape* w,
+                      const Shape* b) {
+  if (ns.empty())
+    throw_error<ValueError>("[layer_norm] normalized_shape must have at least one dim");
+  const size_t nd = ns.size();
+  if (x.size() < nd || !std::equal(ns.begin(), ns.end(), x.end() - nd))
+    throw_error<ValueError>("[layer_norm] input of ", what, " ", x,
+                            " does not end with normalized_shape ", ns);
+  for (const Shape* t : {w, b})
+    if (t && *t != ns)
+      throw_error<ValueError>("[layer_norm] ", t == w ? "weight" : "bias", " of ", what, " ", *t,
+                              " does not match normalized_shape ", ns);
+}
+
 std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
   const Tensor w = opt_input(in, 1), b = opt_input(in, 2);
@@ -268,18 +282,8 @@ std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   check_floating("layer_norm", x);
   check_same_dtype("layer_norm", x, w, "weight");
   check_same_dtype("layer_norm", x, b, "bias");
-  if (ns.empty())
-    throw_error<ValueError>("[layer_norm] normalized_shape must have at least one dim");
-  const int64_t nd = static_cast<int64_t>(ns.size());
-  bool ok = x.dim() >= nd;
-  for (int64_t i = 0; ok && i < nd; ++i) ok = x.shape()[x.dim() - nd + i] == ns[i];
-  if (!ok)
-    throw_error<ValueError>("[layer_norm] input of shape ", x.shape(),
-                            " does not end with normalized_shape ", ns);
-  for (const Tensor* t : {&w, &b})
-    if (t->defined() && t->shape() != ns)
-      throw_error<ValueError>("[layer_norm] ", t == &w ? "weight" : "bias", " of shape ",
-                              t->shape(), " does not match normalized_shape ", ns);
+  check_layer_norm("shape", x.shape(), ns, w.defined() ? &w.shape() : nullptr,
+                   b.defined() ? &b.shape() : nullptr);
   const int64_t d = shape_numel(ns);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   count_kernel(KernelKind::Other);

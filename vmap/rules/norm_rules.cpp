@@ -1,5 +1,6 @@
 // layer_norm and batch_norm.
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -12,6 +13,11 @@ std::vector<Batched> layer_norm_rule(const RuleContext&, std::span<const Batched
   const Batched& x = in[0];
   Batched w = in.size() > 1 ? in[1] : Batched{};
   Batched b = in.size() > 2 ? in[2] : Batched{};
+  // the ops below see stacked shapes: check the per-set ones as a call per set would
+  const Shape ws = w.value.defined() ? per_set_shape(w) : Shape{};
+  const Shape bs = b.value.defined() ? per_set_shape(b) : Shape{};
+  impl::check_layer_norm("per-set shape", per_set_shape(x), attrs.sizes,
+                         w.value.defined() ? &ws : nullptr, b.value.defined() ? &bs : nullptr);
   Tensor xf = move_bdim_to_front(x);
   double eps = attrs.alpha;
   if (!w.bdim && !b.bdim) return one(layer_norm(xf, attrs.sizes, w.value, b.value, eps), 0);

@@ -7,8 +7,13 @@ namespace {
 // BNCHW -> (BN)CHW -> BNCH'W' ; a per-set 3-D input BCHW pools as is
 std::vector<Batched> pool_rule(const RuleContext& ctx, std::span<const Batched> in,
                                const OpAttrs& attrs) {
+  const int64_t r = logical_rank(in[0]);
+  // a per-set [H, W] would pass the stacked [B, H, W] as one unbatched [C, H, W]
+  if (r != 3 && r != 4)
+    throw_error<ValueError>("[", op_name(ctx.op), "] expects a 3-D or 4-D input, got per-set shape ",
+                            shape_str(per_set_shape(in[0])));
   Tensor x = move_bdim_to_front(in[0]);
-  if (logical_rank(in[0]) != 4) return one(call_op(ctx.op, {&x, 1}, attrs)[0], 0);
+  if (r == 3) return one(call_op(ctx.op, {&x, 1}, attrs)[0], 0);
   Tensor x2 = x.flatten(0, 1);
   Tensor y = call_op(ctx.op, {&x2, 1}, attrs)[0];
   return one(y.unflatten(0, {ctx.batch_size, x.size(1)}), 0);

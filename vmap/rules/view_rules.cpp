@@ -22,6 +22,12 @@ std::vector<Batched> shape_rule(const RuleContext& ctx, std::span<const Batched>
       throw_error<ValueError>("[expand] cannot expand a tensor of per-set shape ",
                               shape_str(per_set_shape(in[0])), " to ", shape_str(attrs.sizes),
                               " (fewer dims)");
+    // padding gives the new leading dims a size 1 that a -1 would keep: refuse it as a call
+    // per set does
+    for (int64_t i = 0; i + r < static_cast<int64_t>(attrs.sizes.size()); ++i)
+      if (attrs.sizes[i] < 0)
+        throw_error<ValueError>("[expand] -1 is not allowed for a new leading dim in ",
+                                shape_str(attrs.sizes));
     x = pad_to_logical_rank(x, true, static_cast<int64_t>(attrs.sizes.size()));
   }
   Shape sizes = attrs.sizes;

@@ -365,6 +365,16 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   refused_both([](Tensor t) { return avg_pool2d(t, {2}); }, randn({2, 4, 4}), "[avg_pool2d]");
   // -1 cannot size a new leading dim
   refused_both([](Tensor t) { return t.expand({-1, 4}); }, x, "[expand]");
+  // batch_norm and conv2d fold the sets into channels: per-set shapes are checked first
+  Tensor x23 = randn({2, 3}), x1 = randn({1, 1, 4, 4});
+  refused_both([&](Tensor rm) { return batch_norm(x23, rm, ones({3})); }, zeros({4, 1, 3}),
+               "[batch_norm] running_mean of per-set shape [1, 3]");
+  refused_both([&](Tensor w) { return batch_norm(x23, zeros({3}), ones({3}), w); },
+               ones({4, 1, 3}), "[batch_norm] weight");
+  refused_both([](Tensor t) { return batch_norm(t, zeros({5}), ones({5})); }, randn({3, 2, 4}),
+               "[batch_norm] running_mean of per-set shape [5]");
+  refused_both([&](Tensor b) { return conv2d(x1, ones({2, 1, 1, 1}), b); }, randn({3, 1, 2}),
+               "[conv2d] bias of per-set shape [1, 2]");
   // stacked layer_norm weights: per-set [1, 4] is not normalized_shape [4]
   auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
   CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);

@@ -17,9 +17,16 @@ TD_OPS(TD_X)
 DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, DType wt,
                    const Shape* b, DType bt);
 
-// layer_norm's checks on (per-set) shapes, as check_linear's (w, b: the shapes, or null).
+// The shape checks of layer_norm, batch_norm and a per-channel vector, on shapes or per-set
+// shapes (`what`/`kind`: "shape" or "per-set shape"; an absent tensor's shape is null), shared
+// with their vmap rules as check_linear is.
 void check_layer_norm(const char* what, const Shape& x, const Shape& ns, const Shape* w,
                       const Shape* b);
+void check_batch_norm(const char* kind, const Shape& x, const Shape* rm, const Shape* rv,
+                      const Shape* w, const Shape* b);
+// t (the shape of `what`) must be [c] for an input of shape xs
+void check_channels(const char* op, const char* what, const Shape* t, int64_t c, const char* kind,
+                    const Shape& xs);
 
 // Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
 // kernel of dropout_impl, shared with vmap's dropout rule.

@@ -27,12 +27,8 @@ void check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const ch
                            x.dtype());
 }
 
-// A per-channel vector (weight, bias, running stat) must be 1-D of size c.
-void check_vec(const char* op, const Tensor& t, int64_t c, const char* what, const Shape& xs) {
-  if (t.defined() && (t.dim() != 1 || t.size(0) != c))
-    throw_error<ValueError>("[", op, "] ", what, " of shape ", t.shape(),
-                            " does not match input of shape ", xs, " (expected [", c, "])");
-}
+// An optional input's shape for the shared shape checks (null when absent).
+const Shape* shape_or_null(const Tensor& t) { return t.defined() ? &t.shape() : nullptr; }
 
 // Values of a 1-D tensor as doubles (fill when undefined).
 std::vector<double> values_or(const Tensor& t, int64_t n, double fill) {
@@ -261,6 +257,24 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
 
 namespace impl {
 
+void check_channels(const char* op, const char* what, const Shape* t, int64_t c, const char* kind,
+                    const Shape& xs) {
+  if (t && (t->size() != 1 || (*t)[0] != c))
+    throw_error<ValueError>("[", op, "] ", what, " of ", kind, " ", *t, " does not match input of ",
+                            kind, " ", xs, " (expected [", c, "])");
+}
+
+void check_batch_norm(const char* kind, const Shape& x, const Shape* rm, const Shape* rv,
+                      const Shape* w, const Shape* b) {
+  if (x.size() < 2)
+    throw_error<ValueError>("[batch_norm] expects an input [N, C, *] of at least 2 dims, got ",
+                            kind, " ", x);
+  check_channels("batch_norm", "running_mean", rm, x[1], kind, x);
+  check_channels("batch_norm", "running_var", rv, x[1], kind, x);
+  check_channels("batch_norm", "weight", w, x[1], kind, x);
+  check_channels("batch_norm", "bias", b, x[1], kind, x);
+}
+
 void check_layer_norm(const char* what, const Shape& x, const Shape& ns, const Shape* w,
                       const Shape* b) {
   if (ns.empty())
@@ -282,8 +296,7 @@ std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   check_floating("layer_norm", x);
   check_same_dtype("layer_norm", x, w, "weight");
   check_same_dtype("layer_norm", x, b, "bias");
-  check_layer_norm("shape", x.shape(), ns, w.defined() ? &w.shape() : nullptr,
-                   b.defined() ? &b.shape() : nullptr);
+  check_layer_norm("shape", x.shape(), ns, shape_or_null(w), shape_or_null(b));
   const int64_t d = shape_numel(ns);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   count_kernel(KernelKind::Other);
@@ -305,15 +318,10 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   const Tensor w = opt_input(in, 3), b = opt_input(in, 4);
   const bool training = a.training;
   const double momentum = a.alpha, eps = a.beta;
-  if (x.dim() < 2)
-    throw_error<ValueError>("[batch_norm] expects an input [N, C, *] of at least 2 dims, got ",
-                            x.shape());
+  check_batch_norm("shape", x.shape(), shape_or_null(rm), shape_or_null(rv), shape_or_null(w),
+                   shape_or_null(b));
   check_floating("batch_norm", x);
   const int64_t c = x.size(1);
-  check_vec("batch_norm", rm, c, "running_mean", x.shape());
-  check_vec("batch_norm", rv, c, "running_var", x.shape());
-  check_vec("batch_norm", w, c, "weight", x.shape());
-  check_vec("batch_norm", b, c, "bias", x.shape());
   check_same_dtype("batch_norm", x, w, "weight");
   check_same_dtype("batch_norm", x, b, "bias");
   if (!training && (!rm.defined() || !rv.defined()))
@@ -387,7 +395,7 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
     throw_error<ValueError>("[conv2d] input of shape ", x.shape(), " and weight of shape ",
                             w.shape(), " do not match with groups=", g.groups,
                             " (expected weight [out, in/groups, kh, kw], out divisible by groups)");
-  check_vec("conv2d", b, g.cout, "bias", x.shape());
+  check_channels("conv2d", "bias", shape_or_null(b), g.cout, "shape", x.shape());
   const int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.kh - 1) - 1;
   const int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.kw - 1) - 1;
   if (ny < 0 || nx < 0)

@@ -40,15 +40,21 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   Batched x = in[0], rm = get(1), rv = get(2), w = get(3), b = get(4);
   int64_t bsz = ctx.batch_size;
   bool training = attrs.training;
-  if (logical_rank(x) < 2)
-    throw_error<ValueError>(
-        "[batch_norm] expected an input of at least 2 dims (N, C, ...), got "
-        "per-set shape ",
-        shape_str(per_set_shape(x)));
+  {
+    // the folded call below sees B*C channels: check the per-set shapes as a call per set would
+    Shape shapes[5];
+    const Shape* ps[5];
+    for (size_t i = 0; i < 5; ++i) {
+      const Batched& p = get(i);
+      if (p.value.defined()) shapes[i] = per_set_shape(p);
+      ps[i] = p.value.defined() ? &shapes[i] : nullptr;
+    }
+    impl::check_batch_norm("per-set shape", shapes[0], ps[1], ps[2], ps[3], ps[4]);
+  }
   bool stats_batched = rm.bdim || rv.bdim;
   if (x.bdim && training && ((rm.value.defined() && !rm.bdim) || (rv.value.defined() && !rv.bdim)))
     throw_error<RuntimeError>(
-        "batch_norm: the input is batched but running_mean/running_var are not; in training "
+        "[batch_norm] the input is batched but running_mean/running_var are not; in training "
         "they are updated in place, so stack them per set (e.g. functional_vmap over params "
         "with stacked buffers from TensorDict::from_modules) or use track_running_stats=False "
         "(per-set input shape ",

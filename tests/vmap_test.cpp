@@ -375,6 +375,8 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
                "[batch_norm] running_mean of per-set shape [5]");
   refused_both([&](Tensor b) { return conv2d(x1, ones({2, 1, 1, 1}), b); }, randn({3, 1, 2}),
                "[conv2d] bias of per-set shape [1, 2]");
+  refused_both([](Tensor t) { return matmul(t, ones({5, 2})); }, x,
+               "[matmul] per-set shapes [4] and [5, 2]");
   // stacked layer_norm weights: per-set [1, 4] is not normalized_shape [4]
   auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
   CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);

@@ -19,6 +19,11 @@ std::vector<Batched> matmul_rule(const RuleContext&, std::span<const Batched> in
   if (ra == 0 || rb == 0)
     throw_error<ValueError>("[matmul] both arguments need at least 1 dim, got per-set shapes ",
                             shape_str(per_set_shape(a)), " and ", shape_str(per_set_shape(b)));
+  // the stacked call below would name the padded, stacked shapes
+  const Shape sa = per_set_shape(a), sb = per_set_shape(b);
+  if (sa.back() != sb[rb == 1 ? 0 : rb - 2])
+    throw_error<ValueError>("[matmul] per-set shapes ", shape_str(sa), " and ", shape_str(sb),
+                            " cannot be multiplied");
   Tensor ta = move_bdim_to_front(a), tb = move_bdim_to_front(b);
   // vector operands: [K] -> [1, K] (left), [K] -> [K, 1] (right)
   if (ra == 1) ta = ta.unsqueeze(a.bdim ? 1 : 0);

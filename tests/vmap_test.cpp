@@ -377,6 +377,14 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
                "[conv2d] bias of per-set shape [1, 2]");
   refused_both([](Tensor t) { return matmul(t, ones({5, 2})); }, x,
                "[matmul] per-set shapes [4] and [5, 2]");
+  refused_both([](Tensor t) { return cat({t, ones({2, 2})}, 0); }, x,
+               "[cat] tensor at index 1 has per-set shape [2, 2]");
+  refused_both([](Tensor t) { return stack({t, ones({5})}, 0); }, x,
+               "[stack] tensor at index 1 has per-set shape [5]");
+  auto sel = [](Tensor t) { return t.select(0, 5); };
+  CHECK_THROWS_AS(sel(x[0]), IndexError);
+  CHECK_THROWS_AS(vmap(sel)(x), IndexError);
+  CHECK(has(message_of([&] { vmap(sel)(x); }), "index 5 out of range for dim 0 of size 4"));
   // stacked layer_norm weights: per-set [1, 4] is not normalized_shape [4]
   auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
   CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);

@@ -28,6 +28,14 @@ void check_batch_norm(const char* kind, const Shape& x, const Shape* rm, const S
 void check_channels(const char* op, const char* what, const Shape* t, int64_t c, const char* kind,
                     const Shape& xs);
 
+// select's check of dim and index on a (per-set, `kind`) shape; returns the normalised dim.
+int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind);
+
+// cat's and stack's checks on the (per-set, `kind`) shapes of their inputs; check_cat returns
+// the normalised dim. Shared with their vmap rule.
+int64_t check_cat(std::span<const Shape> shapes, int64_t dim, const char* kind);
+void check_stack(std::span<const Shape> shapes, const char* kind);
+
 // Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
 // kernel of dropout_impl, shared with vmap's dropout rule.
 void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key);

@@ -17,28 +17,51 @@ std::vector<Tensor> split_views(const Tensor& x, const IntList& sizes, int64_t d
   return out;
 }
 
+std::vector<Shape> shapes_of(std::span<const Tensor> in) {
+  std::vector<Shape> out;
+  out.reserve(in.size());
+  for (const Tensor& t : in) out.push_back(t.shape());
+  return out;
+}
+
 }  // namespace
 
 namespace impl {
 
-std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
-  if (in.empty()) throw_error<ValueError>("[cat] expects a non-empty list of tensors");
-  const Tensor& first = in[0];
-  if (first.dim() == 0)
+int64_t check_cat(std::span<const Shape> shapes, int64_t dim, const char* kind) {
+  if (shapes.empty()) throw_error<ValueError>("[cat] expects a non-empty list of tensors");
+  const Shape& first = shapes[0];
+  if (first.empty())
     throw_error<ValueError>("[cat] zero-dimensional tensor (at index 0) cannot be concatenated");
-  const int64_t nd = first.dim();
-  const int64_t dim = normalize_dim("cat", a.dim, nd);
-  DType dtype = first.dtype();
-  Shape shape = first.shape();
-  shape[dim] = 0;
-  for (size_t i = 0; i < in.size(); ++i) {
-    const Tensor& t = in[i];
-    bool ok = t.dim() == nd;
-    for (int64_t d = 0; ok && d < nd; ++d) ok = d == dim || t.shape()[d] == first.shape()[d];
+  const int64_t nd = static_cast<int64_t>(first.size());
+  const int64_t d = normalize_dim("cat", dim, nd);
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    const Shape& t = shapes[i];
+    bool ok = static_cast<int64_t>(t.size()) == nd;
+    for (int64_t j = 0; ok && j < nd; ++j) ok = j == d || t[j] == first[j];
     if (!ok)
-      throw_error<ValueError>("[cat] tensor at index ", i, " has shape ", t.shape(),
-                              " but tensor at index 0 has shape ", first.shape(),
-                              "; all dims except dim ", dim, " must match");
+      throw_error<ValueError>("[cat] tensor at index ", i, " has ", kind, " ", t,
+                              " but tensor at index 0 has ", kind, " ", first,
+                              "; all dims except dim ", d, " must match");
+  }
+  return d;
+}
+
+void check_stack(std::span<const Shape> shapes, const char* kind) {
+  if (shapes.empty()) throw_error<ValueError>("[stack] expects a non-empty list of tensors");
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (shapes[i] != shapes[0])
+      throw_error<ValueError>("[stack] tensor at index ", i, " has ", kind, " ", shapes[i],
+                              " but tensor at index 0 has ", kind, " ", shapes[0],
+                              "; stack needs equal shapes");
+}
+
+std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const int64_t dim = check_cat(shapes_of(in), a.dim, "shape");
+  DType dtype = in[0].dtype();
+  Shape shape = in[0].shape();
+  shape[dim] = 0;
+  for (const Tensor& t : in) {
     shape[dim] += t.shape()[dim];
     dtype = promote_types(dtype, t.dtype());
   }
@@ -53,17 +76,11 @@ std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
 }
 
 std::vector<Tensor> stack_impl(std::span<const Tensor> in, const OpAttrs& a) {
-  if (in.empty()) throw_error<ValueError>("[stack] expects a non-empty list of tensors");
+  check_stack(shapes_of(in), "shape");
   const int64_t dim = normalize_insert_dim("stack", a.dim, in[0].dim());
   std::vector<Tensor> parts;
   parts.reserve(in.size());
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i].shape() != in[0].shape())
-      throw_error<ValueError>("[stack] tensor at index ", i, " has shape ", in[i].shape(),
-                              " but tensor at index 0 has shape ", in[0].shape(),
-                              "; stack needs equal shapes");
-    parts.push_back(in[i].unsqueeze(dim));
-  }
+  for (const Tensor& t : in) parts.push_back(t.unsqueeze(dim));
   OpAttrs ca;
   ca.dim = dim;
   return cat_impl(parts, ca);

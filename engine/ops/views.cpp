@@ -192,14 +192,20 @@ std::vector<Tensor> expand_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return {make_view(x, s, st, x.offset())};
 }
 
+int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind) {
+  if (x.empty()) throw_error<IndexError>("[select] cannot select from a 0-d tensor");
+  const int64_t d = normalize_dim("select", dim, static_cast<int64_t>(x.size()));
+  const int64_t n = x[d];
+  if (index < -n || index >= n)
+    throw_error<IndexError>("[select] index ", index, " out of range for dim ", d, " of size ", n,
+                            " (", kind, " ", x, ")");
+  return d;
+}
+
 std::vector<Tensor> select_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
-  if (x.dim() == 0) throw_error<IndexError>("[select] cannot select from a 0-d tensor");
-  int64_t d = normalize_dim("select", a.dim, x.dim());
+  const int64_t d = check_select(x.shape(), a.dim, a.start, "shape");
   int64_t n = x.shape()[d], i = a.start;
-  if (i < -n || i >= n)
-    throw_error<IndexError>("[select] index ", i, " out of range for dim ", d, " of size ", n,
-                            " (shape ", x.shape(), ")");
   if (i < 0) i += n;
   Shape s = x.shape();
   Strides st = x.strides();

@@ -1,5 +1,6 @@
 // cat, stack, split: unbatched inputs are expanded (stride 0) to the batch size.
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -9,7 +10,13 @@ namespace {
 std::vector<Batched> join_rule(const RuleContext& ctx, std::span<const Batched> in,
                                const OpAttrs& attrs) {
   const char* name = op_name(ctx.op);
-  if (in.empty()) throw_error<ValueError>("[", name, "] expects a non-empty list of tensors");
+  // the stacked call below would name the stacked shapes
+  std::vector<Shape> shapes;
+  for (const auto& b : in) shapes.push_back(per_set_shape(b));
+  if (ctx.op == OpId::stack)
+    impl::check_stack(shapes, "per-set shape");
+  else
+    impl::check_cat(shapes, attrs.dim, "per-set shape");
   int64_t r = logical_rank(in[0]) + (ctx.op == OpId::stack ? 1 : 0);
   OpAttrs a = attrs;
   a.dim = normalize_dim(name, attrs.dim, r) + 1;

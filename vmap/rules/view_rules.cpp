@@ -1,4 +1,5 @@
 // View and shape ops: with the bdim in front every per-set dim shifts by one; results stay views.
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -77,6 +78,8 @@ std::vector<Batched> dim_rule(const RuleContext& ctx, std::span<const Batched> i
       a.dim2 = normalize_dim(name, attrs.dim2, r) + 1;
       break;
     case OpId::select:
+      a.dim = impl::check_select(per_set_shape(in[0]), attrs.dim, attrs.start, "per-set shape") + 1;
+      break;
     case OpId::slice:
       if (r == 0) throw_error<IndexError>("[", name, "] cannot ", name, " a 0-d tensor");
       a.dim = normalize_dim(name, attrs.dim, r) + 1;

@@ -16,7 +16,9 @@ constexpr DType kBool = DType::Bool;
 size_t dtype_size(DType t);
 const char* dtype_name(DType t);  // "float32", ...
 bool is_floating(DType t);
-// PyTorch's promotion between two tensor operands: bool < int64 < float32 < float64.
+// PyTorch's promotion between two dtypes: bool < int64 < float32 < float64. Operands of
+// different ranks follow result_type (engine/ops.h): a 0-d tensor or a scalar does not widen a
+// dimensioned tensor of its category.
 DType promote_types(DType a, DType b);
 // A tensor combined with a Python-like scalar: an integral tensor with a floating scalar
 // becomes the default float (float32); otherwise the tensor's type wins.

@@ -7,6 +7,7 @@
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
+#include "engine/scalar.h"
 #include "engine/shape.h"
 #include "engine/storage.h"
 #include "engine/tensor.h"

@@ -14,13 +14,16 @@ namespace td {
 Tensor empty(const Shape& shape, DType dtype = kFloat32);
 Tensor zeros(const Shape& shape, DType dtype = kFloat32);
 Tensor ones(const Shape& shape, DType dtype = kFloat32);
-Tensor full(const Shape& shape, double value, DType dtype = kFloat32);
+// Without a dtype, as torch.full: the value's type decides (bool, int64 or float32).
+Tensor full(const Shape& shape, Scalar value, std::optional<DType> dtype = std::nullopt);
 Tensor empty_like(const Tensor& t);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
-Tensor full_like(const Tensor& t, double value);
-Tensor arange(double end, DType dtype = kInt64);
-Tensor arange(double start, double end, double step = 1, DType dtype = kInt64);
+Tensor full_like(const Tensor& t, Scalar value);
+// As PyTorch: without a dtype the result is int64 when every bound is of an integral type and
+// float32 (the default dtype) when any is floating: arange(5) int64, arange(0, 1, 0.25) float32.
+Tensor arange(Scalar end, std::optional<DType> dtype = std::nullopt);
+Tensor arange(Scalar start, Scalar end, Scalar step = 1, std::optional<DType> dtype = std::nullopt);
 // A tensor holding `values` with `shape` (default: 1-D); the dtype follows T.
 template <class T>
 Tensor tensor(const std::vector<T>& values, const Shape& shape);
@@ -52,7 +55,8 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor logical_not(const Tensor& x);
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max);
+// A floating bound makes an integral x float32 (PyTorch's scalar promotion).
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
@@ -70,47 +74,76 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Bitwise ops (a & b, a | b, a ^ b, ~a) of bool tensors. Float tensors raise TypeError as in
+// PyTorch; int64 tensors raise TypeError too (no integer bitwise kernel yet).
+Tensor bitwise_and(const Tensor& a, const Tensor& b);
+Tensor bitwise_or(const Tensor& a, const Tensor& b);
+Tensor bitwise_xor(const Tensor& a, const Tensor& b);
+Tensor bitwise_not(const Tensor& x);
 
-// scalar overloads: the scalar takes PyTorch's "wrapped number" promotion
-Tensor add(const Tensor& a, double b);
-Tensor sub(const Tensor& a, double b);
-Tensor mul(const Tensor& a, double b);
-Tensor div(const Tensor& a, double b);
-Tensor pow(const Tensor& a, double b);
-Tensor maximum(const Tensor& a, double b);
-Tensor minimum(const Tensor& a, double b);
-Tensor eq(const Tensor& a, double b);
-Tensor ne(const Tensor& a, double b);
-Tensor lt(const Tensor& a, double b);
-Tensor le(const Tensor& a, double b);
-Tensor gt(const Tensor& a, double b);
-Tensor ge(const Tensor& a, double b);
-Tensor where(const Tensor& cond, const Tensor& a, double b);
-Tensor where(const Tensor& cond, double a, const Tensor& b);
-// The 0-d tensor a scalar operand of t becomes.
-Tensor wrap_scalar(double value, const Tensor& like);
+// PyTorch's result_type: dimensioned tensors rank above 0-d tensors (by LOGICAL rank, so a
+// per-set 0-d tensor inside vmap stays 0-d), which rank above scalars; a lower tier counts only
+// when its category (bool < integral < floating) is higher: randn({2}) + scalar_tensor(1.0,
+// kFloat64) is float32, arange(3) * 2.0 is float32. Undefined tensors are skipped.
+DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>& scalars = {});
+
+// scalar overloads: the scalar takes PyTorch's "wrapped number" promotion (by its C++ type)
+Tensor add(const Tensor& a, Scalar b);
+Tensor sub(const Tensor& a, Scalar b);
+Tensor mul(const Tensor& a, Scalar b);
+Tensor div(const Tensor& a, Scalar b);
+Tensor pow(const Tensor& a, Scalar b);
+Tensor pow(Scalar a, const Tensor& b);
+Tensor maximum(const Tensor& a, Scalar b);
+Tensor minimum(const Tensor& a, Scalar b);
+Tensor eq(const Tensor& a, Scalar b);
+Tensor ne(const Tensor& a, Scalar b);
+Tensor lt(const Tensor& a, Scalar b);
+Tensor le(const Tensor& a, Scalar b);
+Tensor gt(const Tensor& a, Scalar b);
+Tensor ge(const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
+Tensor where(const Tensor& cond, Scalar a, Scalar b);  // float32 for floats, int64 for ints
+// The 0-d tensor a scalar operand of t becomes (its dtype is result_type({like}, {value})).
+Tensor wrap_scalar(Scalar value, const Tensor& like);
 
 Tensor operator-(const Tensor& x);
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, const Tensor& b);
 Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, double b);
-Tensor operator-(const Tensor& a, double b);
-Tensor operator*(const Tensor& a, double b);
-Tensor operator/(const Tensor& a, double b);
-Tensor operator+(double a, const Tensor& b);
-Tensor operator-(double a, const Tensor& b);
-Tensor operator*(double a, const Tensor& b);
-Tensor operator/(double a, const Tensor& b);
+Tensor operator+(const Tensor& a, Scalar b);
+Tensor operator-(const Tensor& a, Scalar b);
+Tensor operator*(const Tensor& a, Scalar b);
+Tensor operator/(const Tensor& a, Scalar b);
+Tensor operator+(Scalar a, const Tensor& b);
+Tensor operator-(Scalar a, const Tensor& b);
+Tensor operator*(Scalar a, const Tensor& b);
+Tensor operator/(Scalar a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);
 Tensor operator>=(const Tensor& a, const Tensor& b);
-Tensor operator<(const Tensor& a, double b);
-Tensor operator<=(const Tensor& a, double b);
-Tensor operator>(const Tensor& a, double b);
-Tensor operator>=(const Tensor& a, double b);
+Tensor operator<(const Tensor& a, Scalar b);
+Tensor operator<=(const Tensor& a, Scalar b);
+Tensor operator>(const Tensor& a, Scalar b);
+Tensor operator>=(const Tensor& a, Scalar b);
+Tensor operator<(Scalar a, const Tensor& b);
+Tensor operator<=(Scalar a, const Tensor& b);
+Tensor operator>(Scalar a, const Tensor& b);
+Tensor operator>=(Scalar a, const Tensor& b);
+// == and != are element-wise (bool tensors), as in PyTorch; use equal() for a bool answer.
+Tensor operator==(const Tensor& a, const Tensor& b);
+Tensor operator!=(const Tensor& a, const Tensor& b);
+Tensor operator==(const Tensor& a, Scalar b);
+Tensor operator!=(const Tensor& a, Scalar b);
+Tensor operator==(Scalar a, const Tensor& b);
+Tensor operator!=(Scalar a, const Tensor& b);
+Tensor operator&(const Tensor& a, const Tensor& b);  // bitwise_and
+Tensor operator|(const Tensor& a, const Tensor& b);  // bitwise_or
+Tensor operator^(const Tensor& a, const Tensor& b);  // bitwise_xor
+Tensor operator~(const Tensor& a);                   // bitwise_not
 Tensor operator&&(const Tensor& a, const Tensor& b);
 Tensor operator||(const Tensor& a, const Tensor& b);
 Tensor operator!(const Tensor& a);
@@ -167,13 +200,24 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
+// A size parameter of conv/pool: one integer (the same for both spatial dims, as libtorch's
+// IntArrayRef accepts: conv2d(x, w, {}, 2, 1)) or a list ({2}, {2, 3}).
+struct IntOrList {
+  IntList values;
+  IntOrList() = default;
+  IntOrList(int64_t v) : values{v} {}  // NOLINT(google-explicit-constructor)
+  IntOrList(std::initializer_list<int64_t> v) : values(v) {}
+  IntOrList(const IntList& v) : values(v) {}               // NOLINT
+  IntOrList(const std::vector<int64_t>& v) : values(v) {}  // NOLINT
+  operator const IntList&() const { return values; }       // NOLINT
+};
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
-              const IntList& stride = {1, 1}, const IntList& padding = {0, 0},
-              const IntList& dilation = {1, 1}, int64_t groups = 1);
-Tensor max_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0, 0}, const IntList& dilation = {1, 1});
-Tensor avg_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride = {},
-                  const IntList& padding = {0, 0});
+              const IntOrList& stride = {1, 1}, const IntOrList& padding = {0, 0},
+              const IntOrList& dilation = {1, 1}, int64_t groups = 1);
+Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
+                  const IntOrList& padding = {0, 0}, const IntOrList& dilation = {1, 1});
+Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
+                  const IntOrList& padding = {0, 0});
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 
 // ---- join, split, index ----
@@ -186,10 +230,18 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 
 // ---- in place (return self) ----
+// The result type of the op must be castable to self's dtype (no float into an integer tensor),
+// and other must broadcast to self's shape.
 Tensor& add_(Tensor& self, const Tensor& other);
 Tensor& mul_(Tensor& self, const Tensor& other);
+Tensor& sub_(Tensor& self, const Tensor& other);
+Tensor& div_(Tensor& self, const Tensor& other);
+Tensor& add_(Tensor& self, Scalar other);
+Tensor& mul_(Tensor& self, Scalar other);
+Tensor& sub_(Tensor& self, Scalar other);
+Tensor& div_(Tensor& self, Scalar other);
 Tensor& copy_(Tensor& self, const Tensor& src);
-Tensor& fill_(Tensor& self, double value);
+Tensor& fill_(Tensor& self, Scalar value);
 
 // ---- comparisons of whole tensors (data-dependent: RuntimeError on batched tensors) ----
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

@@ -172,7 +172,10 @@ void print_plain(std::ostream& os, const Tensor& t) {
     }
     body = p.str(f, 0, 0, indent);
   }
-  if (t.dtype() != DType::Float32 && t.dtype() != DType::Int64 && t.dtype() != DType::Bool)
+  // As PyTorch: int64 and bool are implied by the printed values, except when there are none.
+  const bool implied = t.dtype() == DType::Float32 ||
+                       (t.numel() > 0 && (t.dtype() == DType::Int64 || t.dtype() == DType::Bool));
+  if (!implied)
     suffixes.push_back(std::string("dtype=td.") + dtype_name(t.dtype()));
   std::string s = "tensor(" + body;
   const size_t nl = s.rfind('\n');

@@ -21,7 +21,13 @@ std::string shape_str(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (auto d : s) n *= d;
+  bool overflow = false;
+  for (auto d : s) {
+    if (d == 0) return 0;
+    overflow |= __builtin_mul_overflow(n, d, &n);
+  }
+  if (overflow)
+    throw_error<ValueError>("[numel] shape ", s, " has too many elements (overflows int64)");
   return n;
 }
 
@@ -67,6 +73,12 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
 void check_sizes(const char* op, const Shape& s) {
   for (auto d : s)
     if (d < 0) throw_error<ValueError>("[", op, "] negative size in shape ", s);
+  int64_t n = 1;
+  for (auto d : s) {
+    if (d == 0) return;
+    if (__builtin_mul_overflow(n, d, &n))
+      throw_error<ValueError>("[", op, "] shape ", s, " has too many elements (overflows int64)");
+  }
 }
 
 }  // namespace td

@@ -43,7 +43,18 @@ Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, DType dtype, Shape
 
 Tensor Tensor::empty(const Shape& shape, DType dtype) {
   check_sizes("empty", shape);
-  auto storage = make_storage(static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype));
+  const int64_t n = shape_numel(shape);
+  const int64_t item = static_cast<int64_t>(dtype_size(dtype));
+  if (n > (int64_t{1} << 62) / item)  // also keeps the allocator's rounding from wrapping
+    throw_error<RuntimeError>("[alloc] cannot allocate ", n, " elements of ", dtype_name(dtype),
+                              " for shape ", shape, " (too many bytes)");
+  std::shared_ptr<Storage> storage;
+  try {
+    storage = make_storage(static_cast<size_t>(n * item));
+  } catch (const std::bad_alloc&) {
+    throw_error<RuntimeError>("[alloc] cannot allocate ", n * item, " bytes for shape ", shape,
+                              " of ", dtype_name(dtype), " (out of memory)");
+  }
   return from_storage(std::move(storage), dtype, shape, contiguous_strides(shape));
 }
 
@@ -108,9 +119,17 @@ T Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   check_readable(*this, "to_vector");
-  Tensor c = to(dtype_of<T>()).contiguous();
-  const T* p = c.data<T>();
-  return std::vector<T>(p, p + c.numel());
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t> ||
+                std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    Tensor c = to(dtype_of<T>()).contiguous();
+    const T* p = c.data<T>();
+    return std::vector<T>(p, p + c.numel());
+  } else {
+    // Other types convert from the widest dtype of their kind.
+    using W = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+    std::vector<W> w = to_vector<W>();
+    return std::vector<T>(w.begin(), w.end());
+  }
 }
 
 #define TD_INSTANTIATE(T)                         \
@@ -122,6 +141,22 @@ TD_INSTANTIATE(int64_t)
 TD_INSTANTIATE(float)
 TD_INSTANTIATE(double)
 #undef TD_INSTANTIATE
+// item and to_vector for the other arithmetic types (converted from the stored dtype)
+#define TD_INSTANTIATE_OUT(T)             \
+  template T Tensor::item<T>() const;     \
+  template std::vector<T> Tensor::to_vector<T>() const;
+TD_INSTANTIATE_OUT(char)
+TD_INSTANTIATE_OUT(signed char)
+TD_INSTANTIATE_OUT(unsigned char)
+TD_INSTANTIATE_OUT(short)
+TD_INSTANTIATE_OUT(unsigned short)
+TD_INSTANTIATE_OUT(int)
+TD_INSTANTIATE_OUT(unsigned int)
+TD_INSTANTIATE_OUT(long long)
+TD_INSTANTIATE_OUT(unsigned long)
+TD_INSTANTIATE_OUT(unsigned long long)
+TD_INSTANTIATE_OUT(long double)
+#undef TD_INSTANTIATE_OUT
 
 // ---- methods: thin forwards to the ops ----
 
@@ -226,6 +261,12 @@ Tensor Tensor::matmul(const Tensor& o) const { return td::matmul(*this, o); }
 Tensor& Tensor::add_(const Tensor& o) { return td::add_(*this, o); }
 Tensor& Tensor::mul_(const Tensor& o) { return td::mul_(*this, o); }
 Tensor& Tensor::copy_(const Tensor& src) { return td::copy_(*this, src); }
-Tensor& Tensor::fill_(double value) { return td::fill_(*this, value); }
+Tensor& Tensor::sub_(const Tensor& o) { return td::sub_(*this, o); }
+Tensor& Tensor::div_(const Tensor& o) { return td::div_(*this, o); }
+Tensor& Tensor::add_(Scalar o) { return td::add_(*this, o); }
+Tensor& Tensor::mul_(Scalar o) { return td::mul_(*this, o); }
+Tensor& Tensor::sub_(Scalar o) { return td::sub_(*this, o); }
+Tensor& Tensor::div_(Scalar o) { return td::div_(*this, o); }
+Tensor& Tensor::fill_(Scalar value) { return td::fill_(*this, value); }
 
 }  // namespace td

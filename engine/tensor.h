@@ -12,6 +12,7 @@
 
 #include "engine/dtype.h"
 #include "engine/errors.h"
+#include "engine/scalar.h"
 #include "engine/shape.h"
 #include "engine/small_vector.h"
 #include "engine/storage.h"
@@ -125,10 +126,26 @@ class Tensor {
   // in place
   Tensor& add_(const Tensor& o);
   Tensor& mul_(const Tensor& o);
+  Tensor& sub_(const Tensor& o);
+  Tensor& div_(const Tensor& o);
+  Tensor& add_(Scalar o);
+  Tensor& mul_(Scalar o);
+  Tensor& sub_(Scalar o);
+  Tensor& div_(Scalar o);
   Tensor& copy_(const Tensor& src);
-  Tensor& fill_(double value);
+  Tensor& fill_(Scalar value);
+  // x += y etc.: the in-place ops above (x's dtype and shape are kept)
+  Tensor& operator+=(const Tensor& o) { return add_(o); }
+  Tensor& operator-=(const Tensor& o) { return sub_(o); }
+  Tensor& operator*=(const Tensor& o) { return mul_(o); }
+  Tensor& operator/=(const Tensor& o) { return div_(o); }
+  Tensor& operator+=(Scalar o) { return add_(o); }
+  Tensor& operator-=(Scalar o) { return sub_(o); }
+  Tensor& operator*=(Scalar o) { return mul_(o); }
+  Tensor& operator/=(Scalar o) { return div_(o); }
 
-  // data out; RuntimeError on a batched tensor (inside vmap the value differs per set)
+  // data out, converted to any arithmetic T; RuntimeError on a batched tensor (inside vmap the
+  // value differs per set)
   template <class T>
   T item() const;
   template <class T>

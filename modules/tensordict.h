@@ -2,6 +2,7 @@
 // TensorDict: a nested, insertion-ordered map of tensors whose leaves share leading batch dims
 // (the parameter store of functional_vmap). Dotted keys ("0.weight") address nested entries.
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <utility>
@@ -74,6 +75,21 @@ class TensorDict {
   static TensorDict from_modules(const Range& modules, FromModulesOptions options = {}) {
     std::vector<const nn::Module*> ptrs;
     for (const auto& m : modules) ptrs.push_back(&*m);
+    return from_modules(ptrs, options);
+  }
+  // from_modules({a, b}) with a, b shared_ptr<Linear> (or any module pointers of one type)...
+  template <class P>
+  static TensorDict from_modules(std::initializer_list<P> modules,
+                                 FromModulesOptions options = {}) {
+    std::vector<const nn::Module*> ptrs;
+    for (const auto& m : modules) ptrs.push_back(&*m);
+    return from_modules(ptrs, options);
+  }
+  // ...or of mixed types, as shared_ptr<Module>.
+  static TensorDict from_modules(std::initializer_list<std::shared_ptr<nn::Module>> modules,
+                                 FromModulesOptions options = {}) {
+    std::vector<const nn::Module*> ptrs;
+    for (const auto& m : modules) ptrs.push_back(m.get());
     return from_modules(ptrs, options);
   }
   // Puts this dict's tensors into m; the guard restores m's own tensors when destroyed.

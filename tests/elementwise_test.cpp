@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "engine/kernels/kernels.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -76,7 +77,8 @@ TEST_CASE("clamp") {
   CHECK(fv(clamp(x, 0.0, std::nullopt)) == std::vector<float>{0.f, 0.5f, 3.f});
   CHECK(fv(clamp(x, std::nullopt, 0.0)) == std::vector<float>{-2.f, 0.f, 0.f});
   Tensor i = tensor<int64_t>({1, 5});
-  CHECK(clamp(i, 2.0, std::nullopt).dtype() == kInt64);
+  CHECK(clamp(i, 2, std::nullopt).dtype() == kInt64);
+  CHECK(clamp(i, 2.0, std::nullopt).dtype() == kFloat32);  // the bound's type decides (torch)
   Tensor ci = clamp(i, 2.5, std::nullopt);  // PyTorch: [2.5, 5.0] float32
   CHECK(ci.dtype() == kFloat32);
   CHECK(fv(ci) == std::vector<float>{2.5f, 5.f});
@@ -135,8 +137,9 @@ TEST_CASE("type promotion") {
   CHECK((i + b).dtype() == kInt64);
   CHECK((b + b).dtype() == kBool);
   CHECK((b + b).to_vector<bool>() == std::vector<bool>{true, false});
-  CHECK((b * 2.0).dtype() == kInt64);
-  CHECK((b * 2.0).to_vector<int64_t>() == std::vector<int64_t>{2, 0});
+  CHECK((b * 2).dtype() == kInt64);
+  CHECK((b * 2).to_vector<int64_t>() == std::vector<int64_t>{2, 0});
+  CHECK((b * 2.0).dtype() == kFloat32);
   CHECK((i / i).dtype() == kFloat32);  // true division
   CHECK(fv(tensor<int64_t>({1, 3}) / tensor<int64_t>({2, 2})) == std::vector<float>{0.5f, 1.5f});
   CHECK(fv(i / 2.0) == std::vector<float>{0.5f, 1.f});
@@ -144,14 +147,16 @@ TEST_CASE("type promotion") {
   CHECK((i + 2.5).dtype() == kFloat32);
   CHECK(fv(i + 2.5) == std::vector<float>{3.5f, 4.5f});
   CHECK((d + 1.0).dtype() == kFloat64);
-  CHECK((i + 2.0).dtype() == kInt64);
-  CHECK((i + 2.0).to_vector<int64_t>() == std::vector<int64_t>{3, 4});
+  CHECK((i + 2).dtype() == kInt64);
+  CHECK((i + 2).to_vector<int64_t>() == std::vector<int64_t>{3, 4});
+  CHECK((i + 2.0).dtype() == kFloat32);  // a floating scalar, whatever its value (torch)
   CHECK((f * 2.0).dtype() == kFloat32);
   CHECK((2.0 - f).to_vector<float>() == std::vector<float>{1.5f, 0.5f});
   CHECK((3.0 / f).to_vector<float>() == std::vector<float>{6.f, 2.f});
-  CHECK((1.0 + i).dtype() == kInt64);
-  CHECK((2.0 * i).to_vector<int64_t>() == std::vector<int64_t>{2, 4});
-  CHECK(pow(i, 2.0).to_vector<int64_t>() == std::vector<int64_t>{1, 4});
+  CHECK((1 + i).dtype() == kInt64);
+  CHECK((1.0 + i).dtype() == kFloat32);
+  CHECK((2 * i).to_vector<int64_t>() == std::vector<int64_t>{2, 4});
+  CHECK(pow(i, 2).to_vector<int64_t>() == std::vector<int64_t>{1, 4});
   CHECK(wrap_scalar(2.0, i).dim() == 0);
   CHECK(wrap_scalar(2.5, d).dtype() == kFloat64);
   CHECK_THROWS_AS(b - b, TypeError);
@@ -301,4 +306,116 @@ TEST_CASE("copy_into rejects a source that does not broadcast") {
   Tensor d = zeros({2, 2});
   kernels::copy_into(scalar_tensor(5.0), d);
   CHECK(d.to_vector<float>() == std::vector<float>{5, 5, 5, 5});
+}
+
+// ---- PyTorch's result_type (expected dtypes checked against torch 1.13) ----
+
+TEST_CASE("promotion: dimensioned tensors rank above 0-d tensors, which rank above scalars") {
+  Tensor b = tensor(std::vector<bool>{true, false});
+  CHECK((randn({2}) + scalar_tensor(1.0, kFloat64)).dtype() == kFloat32);
+  CHECK((arange(3) + scalar_tensor(1.5, kFloat64)).dtype() == kFloat64);
+  CHECK((scalar_tensor(1.0, kFloat64) + scalar_tensor(1, kInt64)).dtype() == kFloat64);
+  CHECK((b + scalar_tensor(1, kInt64)).dtype() == kInt64);
+  CHECK((arange(3) * 2.0).dtype() == kFloat32);
+  CHECK((arange(3) * 2).dtype() == kInt64);
+  CHECK((2.5 * arange(3)).dtype() == kFloat32);
+  CHECK((b + 1).dtype() == kInt64);
+  CHECK((b + true).dtype() == kBool);
+  CHECK((b * 2.5).dtype() == kFloat32);
+  CHECK((zeros({2}, kFloat64) * 2.0).dtype() == kFloat64);
+  CHECK((scalar_tensor(1, kInt64) + 1.5).dtype() == kFloat32);
+  CHECK((scalar_tensor(1.5, kFloat64) + 1).dtype() == kFloat64);
+  CHECK((arange(3) + 0.0).dtype() == kFloat32);
+  CHECK(pow(arange(3), 2.0).dtype() == kFloat32);
+  CHECK(pow(arange(3), 2).dtype() == kInt64);
+  CHECK(clamp(arange(4), 1.0, 3.0).dtype() == kFloat32);
+  CHECK(clamp(arange(4), 1, 3).dtype() == kInt64);
+  CHECK(clamp(arange(4), std::nullopt, 2.0).dtype() == kFloat32);
+  CHECK(result_type({arange(2), scalar_tensor(0.5, kFloat64)}) == kFloat64);
+  CHECK(result_type({randn({2}), scalar_tensor(0.5, kFloat64)}) == kFloat32);
+  CHECK(result_type({arange(2)}, {2.0}) == kFloat32);
+  CHECK(result_type({}, {1, 2}) == kInt64);
+  CHECK(result_type({}, {true, 2.0}) == kFloat32);
+
+  // values: the scalar's C++ type decides, not its value
+  CHECK((arange(3) * 2.5).to_vector<double>() == std::vector<double>{0, 2.5, 5});
+  CHECK((arange(3) + 0.0).to_vector<float>() == std::vector<float>{0, 1, 2});
+  CHECK(clamp(arange(4), 1.0, 2.5).to_vector<float>() == std::vector<float>{1, 1, 2, 2.5f});
+  CHECK((2 * arange(3)).to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4});
+  CHECK((10 - arange(3)).to_vector<int64_t>() == std::vector<int64_t>{10, 9, 8});
+  // a 0-d float64 does not widen float32 data: 0.1f == float(0.1) in float32 (torch: True)
+  CHECK((tensor({0.1f}) == scalar_tensor(0.1, kFloat64)).to_vector<bool>() ==
+        std::vector<bool>{true});
+  Tensor s = tensor({1.f, 2.f}) + scalar_tensor(0.1, kFloat64);
+  CHECK(s.to_vector<float>() == std::vector<float>{1.f + 0.1f, 2.f + 0.1f});
+  CHECK(where(b, tensor({1.f, 2.f}), scalar_tensor(7.0, kFloat64)).dtype() == kFloat32);
+  // int64 scalars beyond 2^53 stay exact
+  const int64_t big = (int64_t{1} << 53) + 1;
+  CHECK((zeros({1}, kInt64) + big).item<int64_t>() == big);
+}
+
+TEST_CASE("promotion inside vmap uses the per-set (logical) rank") {
+  Tensor x = tensor({1.f, 2.f, 3.f});
+  Tensor s = tensor(std::vector<double>{0.5, 1.5});  // per set: a 0-d float64
+  Tensor y = vmap([](Tensor a, Tensor b) { return a + b; },
+                  {.in_dims = {std::nullopt, 0}})(x, s);
+  CHECK(y.dtype() == kFloat32);
+  CHECK(y.shape() == Shape{2, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{1.5f, 2.5f, 3.5f, 2.5f, 3.5f, 4.5f});
+  // per-set 0-d float32 with an unbatched 0-d float64: same tier, so float64 (torch: float64)
+  Tensor z = vmap([](Tensor a) { return a + scalar_tensor(1.0, kFloat64); })(tensor({1.f, 2.f}));
+  CHECK(z.dtype() == kFloat64);
+  CHECK(z.to_vector<double>() == std::vector<double>{2, 3});
+  Tensor w = vmap([](Tensor a) { return a * 2.0; })(arange(4).view({2, 2}));
+  CHECK(w.dtype() == kFloat32);
+}
+
+TEST_CASE("pow of integers to negative integer powers raises") {
+  check_throws_mentioning<RuntimeError>([] { pow(arange(3), -1); }, "[pow]");
+  check_throws_mentioning<RuntimeError>(
+      [] { pow(arange(3), tensor(std::vector<int64_t>{1, -2, 1})); }, "negative integer powers");
+  check_throws_naming_op<RuntimeError>([] { pow(tensor(std::vector<bool>{true}), -1); }, "pow");
+  // floating exponents or bases are fine: [0^-1, 1^-1, 2^-1] = [inf, 1, 0.5]
+  CHECK(pow(arange(3), -1.0).to_vector<float>() ==
+        std::vector<float>{INFINITY, 1.f, 0.5f});
+  CHECK(pow(arange(3).to(kFloat32), -1).to_vector<float>() ==
+        std::vector<float>{INFINITY, 1.f, 0.5f});
+  CHECK(pow(arange(3), 0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});
+  CHECK(pow(2, arange(3)).to_vector<int64_t>() == std::vector<int64_t>{1, 2, 4});
+}
+
+TEST_CASE("comparison, bitwise and where operators with scalars") {
+  Tensor x = tensor({0.f, 1.f, 2.f}), y = tensor({0.f, 5.f, 2.f});
+  using B = std::vector<bool>;
+  CHECK((x == y).to_vector<bool>() == B{true, false, true});
+  CHECK((x != y).to_vector<bool>() == B{false, true, false});
+  CHECK((x == 0.0).to_vector<bool>() == B{true, false, false});
+  CHECK((x != 1).to_vector<bool>() == B{true, false, true});
+  CHECK((1 == x).to_vector<bool>() == B{false, true, false});
+  CHECK((2 != x).to_vector<bool>() == B{true, true, false});
+  CHECK((1 < x).to_vector<bool>() == B{false, false, true});
+  CHECK((1 <= x).to_vector<bool>() == B{false, true, true});
+  CHECK((1 > x).to_vector<bool>() == B{true, false, false});
+  CHECK((0.5 >= x).to_vector<bool>() == B{true, false, false});
+  CHECK((x == y).dtype() == kBool);
+
+  Tensor a = tensor(B{true, true, false, false}), b = tensor(B{true, false, true, false});
+  CHECK((a & b).to_vector<bool>() == B{true, false, false, false});
+  CHECK((a | b).to_vector<bool>() == B{true, true, true, false});
+  CHECK((a ^ b).to_vector<bool>() == B{false, true, true, false});
+  CHECK((~a).to_vector<bool>() == B{false, false, true, true});
+  CHECK((a & b).dtype() == kBool);
+  check_throws_naming_op<TypeError>([&] { (void)(x & x); }, "bitwise_and");
+  check_throws_naming_op<TypeError>([&] { (void)(~x); }, "bitwise_not");
+  check_throws_naming_op<TypeError>([&] { (void)(a | arange(4)); }, "bitwise_or");
+
+  Tensor w = where(a, 1.0, 0.0);
+  CHECK(w.dtype() == kFloat32);
+  CHECK(w.to_vector<float>() == std::vector<float>{1, 1, 0, 0});
+  Tensor wi = where(a, 3, -1);
+  CHECK(wi.dtype() == kInt64);
+  CHECK(wi.to_vector<int64_t>() == std::vector<int64_t>{3, 3, -1, -1});
+  CHECK(where(a, true, false).dtype() == kBool);
+  CHECK(where(a, arange(4), 0.5).dtype() == kFloat32);
+  CHECK(where(a, arange(4), 0.5).to_vector<float>() == std::vector<float>{0, 1, 0.5f, 0.5f});
 }

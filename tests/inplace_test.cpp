@@ -8,6 +8,7 @@
 
 #include "engine/engine.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -152,4 +153,86 @@ TEST_CASE("allclose and equal") {
       equal(tensor<int64_t>({(int64_t{1} << 60) + 1}), tensor<int64_t>({(int64_t{1} << 60) + 1})));
   CHECK(!equal(tensor<int64_t>({(int64_t{1} << 60) + 1}), tensor<int64_t>({int64_t{1} << 60})));
   CHECK(equal(zeros({0, 2}), zeros({0, 2})));
+}
+
+TEST_CASE("compound assignment and scalar in-place ops") {
+  Tensor x = tensor({1.f, 2.f, 3.f});
+  Tensor* before = &x;
+  x += tensor({1.f, 1.f, 1.f});
+  CHECK(x.to_vector<float>() == std::vector<float>{2, 3, 4});
+  x -= tensor({0.5f});  // broadcast
+  CHECK(x.to_vector<float>() == std::vector<float>{1.5f, 2.5f, 3.5f});
+  x *= 2.0;
+  CHECK(x.to_vector<float>() == std::vector<float>{3, 5, 7});
+  x /= tensor({3.f, 5.f, 7.f});
+  CHECK(x.to_vector<float>() == std::vector<float>{1, 1, 1});
+  x += 1;
+  x -= 0.5;
+  x /= 2;
+  CHECK(x.to_vector<float>() == std::vector<float>{0.75f, 0.75f, 0.75f});
+  CHECK(before == &x);
+  CHECK(x.dtype() == kFloat32);
+
+  // in place on a view writes through to the base
+  Tensor base = zeros({2, 2});
+  base[1] += 3.0;
+  CHECK(base.to_vector<float>() == std::vector<float>{0, 0, 3, 3});
+
+  Tensor y = tensor({1.f, 2.f});
+  y.add_(1.0).mul_(0.5);
+  CHECK(y.to_vector<float>() == std::vector<float>{1, 1.5f});
+  add_(y, 1.0);
+  mul_(y, 2);
+  CHECK(y.to_vector<float>() == std::vector<float>{4, 5});
+  y.sub_(1).div_(2.0);
+  CHECK(y.to_vector<float>() == std::vector<float>{1.5f, 2});
+  sub_(y, tensor({0.5f, 1.f}));
+  div_(y, 2);
+  CHECK(y.to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+
+  // integer tensors: integral operands keep int64; a float result can't be cast back (torch:
+  // "result type Float can't be cast to the desired output type Long")
+  Tensor i = arange(3);
+  i += 2;
+  i *= arange(3);
+  i -= 1;
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{-1, 2, 7});
+  check_throws_mentioning<TypeError>([&] { i += ones({3}); }, "can't be cast");
+  check_throws_naming_op<TypeError>([&] { i *= 2.0; }, "mul_");
+  check_throws_naming_op<TypeError>([&] { i -= 0.5; }, "sub_");
+  check_throws_naming_op<TypeError>([&] { i /= 2; }, "div_");  // true division gives float
+  check_throws_naming_op<TypeError>([&] { i /= arange(3); }, "div_");
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{-1, 2, 7});  // untouched
+  // other must broadcast to self's shape
+  Tensor z = zeros({3});
+  check_throws_naming_op<ValueError>([&] { z -= zeros({2, 3}); }, "sub_");
+  check_throws_naming_op<ValueError>([&] { z /= ones({2, 3}); }, "div_");
+  // float64 into float32 is castable (computed as result_type, stored as float32)
+  Tensor f = ones({2});
+  f += scalar_tensor(0.5, kFloat64);
+  CHECK(f.dtype() == kFloat32);
+  CHECK(f.to_vector<float>() == std::vector<float>{1.5f, 1.5f});
+  fill_(f, 3);
+  CHECK(f.to_vector<float>() == std::vector<float>{3, 3});
+}
+
+TEST_CASE("compound assignment inside vmap acts on each set") {
+  auto f = vmap([](Tensor x, Tensor y) {
+    Tensor c = x.clone();
+    c -= y;
+    c *= 2;
+    c /= tensor({2.f, 4.f});
+    c += 1.0;
+    return c;
+  });
+  // set 0: ([1, 2] - [1, 1]) * 2 / [2, 4] + 1 = [1, 1.5]; set 1: ([3, 4] - [0, 2]) * 2 / [2, 4] + 1
+  // = [4, 2]
+  Tensor r = f(tensor({1.f, 2.f, 3.f, 4.f}, {2, 2}), tensor({1.f, 1.f, 0.f, 2.f}, {2, 2}));
+  CHECK(r.to_vector<float>() == std::vector<float>{1, 1.5f, 4, 2});
+  auto g = vmap([](Tensor x) {
+    Tensor c = x.clone();
+    c /= 2;
+    return c;
+  });
+  check_throws_naming_op<TypeError>([&] { g(arange(4).view({2, 2})); }, "div_");
 }

@@ -418,3 +418,22 @@ TEST_CASE("embedding errors") {
   check_throws_mentioning<TypeError>([&] { embedding(tensor({0.f}), w); }, "[embedding]");
   CHECK_THROWS_AS(embedding(tensor<int64_t>({0}), ones({3})), ValueError);
 }
+
+TEST_CASE("conv and pool size parameters accept one integer for both dims") {
+  // ones [1,1,4,4] * ones [1,1,3,3], stride 2, padding 1: the windows see 2x2, 2x3, 3x2, 3x3
+  // valid cells
+  Tensor y = conv2d(ones({1, 1, 4, 4}), ones({1, 1, 3, 3}), {}, 2, 1);
+  CHECK(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(y.to_vector<float>() == std::vector<float>{4, 6, 6, 9});
+  Tensor y2 = conv2d(ones({1, 1, 4, 4}), ones({1, 1, 3, 3}), {}, {2}, {1, 1}, 1);
+  CHECK(y2.to_vector<float>() == std::vector<float>{4, 6, 6, 9});
+  // dilation 2 with a 2x2 kernel spans 3x3: 4 outputs of 4 ones each on a 4x4 input
+  CHECK(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, 1, 0, 2).to_vector<float>() ==
+        std::vector<float>{4, 4, 4, 4});
+  Tensor x = arange(16).to(kFloat32).view({1, 1, 4, 4});
+  CHECK(max_pool2d(x, 2).to_vector<float>() == std::vector<float>{5, 7, 13, 15});
+  CHECK(max_pool2d(x, 2, 2, 0, 1).to_vector<float>() == std::vector<float>{5, 7, 13, 15});
+  CHECK(avg_pool2d(x, 2).to_vector<float>() == std::vector<float>{2.5f, 4.5f, 10.5f, 12.5f});
+  CHECK(max_pool2d(x, 3, 1).shape() == Shape{1, 1, 2, 2});
+  check_throws_naming_op<ValueError>([&] { max_pool2d(x, 0); }, "max_pool2d");
+}

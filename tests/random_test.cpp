@@ -2,8 +2,10 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <string>
 
 #include "engine/engine.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 
@@ -148,4 +150,26 @@ TEST_CASE("dropout equals x * (rand >= p) / (1 - p) with the same draws, bit for
       CHECK(got.to_vector<double>() == want.to_vector<double>());
       CHECK(sum(eq(got, 0.0)).item<int64_t>() > 0);
     }
+}
+
+TEST_CASE("bernoulli rejects probabilities outside [0, 1]") {
+  CHECK_THROWS_AS(bernoulli(tensor({0.5f, 1.5f})), ValueError);
+  std::string m;
+  try {
+    bernoulli(tensor({-0.25f}));
+  } catch (const ValueError& e) {
+    m = e.what();
+  }
+  CHECK(m.find("[bernoulli]") != std::string::npos);
+  CHECK_THROWS_AS(bernoulli(tensor({NAN})), ValueError);
+  CHECK_THROWS_AS(bernoulli(full({2, 2}, 2.0, kFloat64)), ValueError);
+  // the bounds themselves are fine: p = 0 gives 0, p = 1 gives 1
+  CHECK(bernoulli(tensor({0.f, 1.f})).to_vector<float>() == std::vector<float>{0, 1});
+}
+
+TEST_CASE("bernoulli under vmap checks every set's probabilities") {
+  auto f = vmap([](Tensor p) { return bernoulli(p); }, {.randomness = Randomness::Different});
+  CHECK(f(tensor({0.f, 1.f}, {2, 1})).to_vector<float>() == std::vector<float>{0, 1});
+  CHECK_THROWS_AS(f(tensor({0.5f, 1.5f}, {2, 1})), ValueError);
+  CHECK_THROWS_AS(f(tensor({NAN, 0.5f})), ValueError);
 }

@@ -284,3 +284,75 @@ TEST_CASE("printing a batched tensor") {
   CHECK(s == "BatchedTensor(lvl=" + std::to_string(outer.level()) +
                  ", bdim=1, value=tensor([[1., 2.],\n        [3., 4.]]))");
 }
+
+TEST_CASE("arange infers its dtype from the bound types, as torch.arange") {
+  Tensor q = arange(0, 1, 0.25);
+  CHECK(q.dtype() == kFloat32);
+  CHECK(q.to_vector<float>() == std::vector<float>{0, 0.25f, 0.5f, 0.75f});
+  CHECK(arange(2.5).dtype() == kFloat32);
+  CHECK(arange(2.5).to_vector<float>() == std::vector<float>{0, 1, 2});
+  CHECK(arange(0.0, 3.0).dtype() == kFloat32);  // floating types even with integral values
+  CHECK(arange(5).dtype() == kInt64);
+  CHECK(arange(int64_t{2}, int64_t{7}, int64_t{2}).to_vector<int64_t>() ==
+        std::vector<int64_t>{2, 4, 6});
+  CHECK(arange(0, 10, 2).dtype() == kInt64);
+  CHECK(arange(3, kFloat32).dtype() == kFloat32);
+  CHECK(arange(0, 1, 0.5, kFloat64).dtype() == kFloat64);
+  CHECK(arange(0.0, 3.0, 1.0, kInt64).dtype() == kInt64);  // an explicit dtype wins
+  check_throws_naming_op<ValueError>([] { arange(0.0, INFINITY); }, "arange");
+}
+
+TEST_CASE("item and to_vector convert to any arithmetic type") {
+  CHECK(arange(3).sum().item<int>() == 3);
+  CHECK(arange(3).sum().item<uint8_t>() == 3);
+  CHECK(arange(3).sum().item<long long>() == 3);
+  CHECK(scalar_tensor(2.75).item<int32_t>() == 2);  // C++ conversion truncates
+  CHECK(scalar_tensor(2.5, kFloat64).item<long double>() == 2.5L);
+  CHECK(scalar_tensor(0.0).item<bool>() == false);
+  CHECK(arange(4).to_vector<int>() == std::vector<int>{0, 1, 2, 3});
+  CHECK(arange(3).to_vector<uint8_t>() == std::vector<uint8_t>{0, 1, 2});
+  CHECK(tensor({0.5f, 1.5f}).to_vector<long double>() == std::vector<long double>{0.5L, 1.5L});
+  CHECK(tensor(std::vector<bool>{true, false}).to_vector<short>() == std::vector<short>{1, 0});
+  check_throws_naming_op<RuntimeError>([] { (void)arange(3).item<int>(); }, "item");
+}
+
+TEST_CASE("shapes whose element count overflows, or too large to allocate, raise") {
+  check_throws_mentioning<ValueError>([] { zeros({int64_t{1} << 62, 4}); }, "[zeros]");
+  check_throws_mentioning<ValueError>([] { empty({int64_t{1} << 32, int64_t{1} << 32}); },
+                                      "overflows");
+  check_throws_naming_op<ValueError>([] { ones({3, int64_t{1} << 62, 8}); }, "ones");
+  // a zero dim makes the count 0 whatever the others
+  CHECK(zeros({0, int64_t{1} << 62, 4}).numel() == 0);
+  // 2^55 float32 elements (128 PiB) cannot be allocated: RuntimeError naming the size
+  check_throws_mentioning<RuntimeError>([] { zeros({int64_t{1} << 55}); }, "[alloc]");
+  check_throws_mentioning<RuntimeError>([] { zeros({int64_t{1} << 61}, kFloat64); },
+                                        "[alloc]");
+  check_throws_naming_op<ValueError>([] { ones({1}).expand({int64_t{1} << 62, 4}).numel(); },
+                                     "numel");
+}
+
+TEST_CASE("empty tensors print their dtype unless float32, as PyTorch") {
+  auto str = [](const Tensor& t) {
+    std::ostringstream os;
+    os << t;
+    return os.str();
+  };
+  CHECK(str(zeros({0}, kInt64)) == "tensor([], dtype=td.int64)");
+  CHECK(str(zeros({0}, kBool)) == "tensor([], dtype=td.bool)");
+  CHECK(str(zeros({0}, kFloat64)) == "tensor([], dtype=td.float64)");
+  CHECK(str(zeros({2, 0}, kFloat64)) == "tensor([], size=(2, 0), dtype=td.float64)");
+  CHECK(str(zeros({0, 3})) == "tensor([], size=(0, 3))");
+  CHECK(str(arange(2)) == "tensor([0, 1])");  // non-empty int64 still implied
+}
+
+TEST_CASE("full infers its dtype from the value's type, as torch.full") {
+  CHECK(full({2}, 3).dtype() == kInt64);
+  CHECK(full({2}, 3).to_vector<int64_t>() == std::vector<int64_t>{3, 3});
+  CHECK(full({2}, 3.0).dtype() == kFloat32);
+  CHECK(full({2}, true).dtype() == kBool);
+  CHECK(full({2}, 3, kFloat64).dtype() == kFloat64);
+  const int64_t big = (int64_t{1} << 60) + 1;  // not representable in a double
+  CHECK(full({1}, big).item<int64_t>() == big);
+  CHECK(full_like(arange(2), 1.5).dtype() == kInt64);  // like's dtype wins, as in PyTorch
+  CHECK(full_like(arange(2), 1.5).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+}

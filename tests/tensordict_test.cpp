@@ -367,3 +367,17 @@ TEST_CASE("buffers updated in place under an override write into the override's 
   CHECK(rm[1] == doctest::Approx(0.3));
   CHECK(bn->running_mean->to_vector<float>() == std::vector<float>{0, 0});
 }
+
+TEST_CASE("from_modules takes a braced list of module pointers") {
+  manual_seed(2);
+  auto a = std::make_shared<nn::Linear>(2, 1), b = std::make_shared<nn::Linear>(2, 1);
+  TensorDict p = TensorDict::from_modules({a, b});
+  CHECK(p.batch_size() == Shape{2});
+  CHECK(p.get("weight")[1].to_vector<float>() == b->weight->to_vector<float>());
+  std::shared_ptr<nn::Module> ma = a, mb = b;
+  CHECK(TensorDict::from_modules({ma, mb}).get("bias").shape() == Shape{2, 1});
+  // mixed pointer types convert to shared_ptr<Module>
+  CHECK(TensorDict::from_modules({ma, b}).batch_size() == Shape{2});
+  CHECK(TensorDict::from_modules({a.get(), b.get()}, {.expand_identical = true}).batch_size() ==
+        Shape{2});
+}

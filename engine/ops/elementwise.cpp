@@ -37,6 +37,16 @@ std::vector<Tensor> same_unary(const char* op, UnaryKind kind, std::span<const T
   return {kernels::unary(kind, x, x.dtype())};
 }
 
+// PyTorch raises for a negative integral exponent of an integral base (it would truncate to 0).
+void check_int_exponent(const Tensor& a, const Tensor& b) {
+  if (b.dtype() != DType::Int64) return;
+  for (int64_t e : b.to_vector<int64_t>())
+    if (e < 0)
+      throw_error<RuntimeError>("[pow] Integers to negative integer powers are not allowed (base ",
+                                dtype_name(a.dtype()), " of shape ", a.shape(), ", exponent ", e,
+                                " in a tensor of shape ", b.shape(), ")");
+}
+
 std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const Tensor> in) {
   only_input(op, in, 2);
   const Tensor &a = in[0], &b = in[1];
@@ -51,7 +61,10 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
       if (compute == DType::Bool)
         throw_error<TypeError>("[sub] subtraction of two bool tensors (shapes ",
                                shape_str(a.shape()), " and ", shape_str(b.shape()),
-                               ") is not supported; use logical_xor or logical_not");
+                               ") is not supported; use a ^ b (bitwise_xor) or logical_not");
+      break;
+    case BinaryKind::Pow:
+      if (!is_floating(compute)) check_int_exponent(a, b);
       break;
     default:
       if (kernels::is_predicate(kind)) out = DType::Bool;
@@ -94,10 +107,8 @@ std::vector<Tensor> clamp_impl(std::span<const Tensor> in, const OpAttrs& attrs)
   const Tensor& x = only_input("clamp", in);
   if (!attrs.has_min && !attrs.has_max)
     throw_error<ValueError>("[clamp] at least one of min and max must be given");
-  auto integral = [](double v) { return std::isfinite(v) && v == std::floor(v); };
-  bool float_bound =
-      (attrs.has_min && !integral(attrs.alpha)) || (attrs.has_max && !integral(attrs.beta));
-  DType out = promote_with_scalar(x.dtype(), float_bound);
+  // flag: a bound was given as a floating scalar (set by clamp()).
+  DType out = promote_with_scalar(x.dtype(), attrs.flag);
   Tensor xc = out == x.dtype() ? x : x.to(out);
   return {kernels::clamp(xc, attrs.alpha, attrs.beta, attrs.has_min, attrs.has_max)};
 }
@@ -164,18 +175,53 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
   return call_op1(OpId::gelu, {x}, a);
 }
 
-Tensor clamp(const Tensor& x, std::optional<double> min, std::optional<double> max) {
+Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
   OpAttrs a;
   a.has_min = min.has_value();
   a.has_max = max.has_value();
-  a.alpha = min.value_or(0);
-  a.beta = max.value_or(0);
+  a.alpha = min ? min->to_double() : 0.0;
+  a.beta = max ? max->to_double() : 0.0;
+  a.flag = (min && min->is_floating_point()) || (max && max->is_floating_point());
   return call_op1(OpId::clamp, {x}, a);
 }
 
-#define TD_BINARY_FN(name)                                                                   \
-  Tensor name(const Tensor& a, const Tensor& b) { return call_op1(OpId::name, {a, b}, {}); } \
-  Tensor name(const Tensor& a, double b) { return name(a, wrap_scalar(b, a)); }
+namespace {
+
+int category(DType t) { return t == DType::Bool ? 0 : (is_floating(t) ? 2 : 1); }
+
+// c10's combine_categories: the higher tier wins unless the lower one has a higher category.
+std::optional<DType> combine_tiers(std::optional<DType> higher, std::optional<DType> lower) {
+  if (!higher) return lower;
+  if (!lower) return higher;
+  return category(*lower) > category(*higher) ? promote_types(*higher, *lower) : *higher;
+}
+
+// The kernels take the plain maximum dtype of their inputs; with two operands it differs from
+// result_type only for a 0-d operand wider than a dimensioned one of the same category (a 0-d
+// float64 with float32 data), so that operand is cast down. dim() is the logical rank.
+Tensor tier_cast(const Tensor& t, const Tensor& other) {
+  if (t.defined() && other.defined() && t.dtype() > other.dtype() && t.dim() == 0 &&
+      other.dim() != 0 && category(t.dtype()) == category(other.dtype()))
+    return t.to(other.dtype());
+  return t;
+}
+
+}  // namespace
+
+DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>& scalars) {
+  std::optional<DType> dimensioned, zero_dim, wrapped;
+  auto fold = [](std::optional<DType>& acc, DType t) { acc = acc ? promote_types(*acc, t) : t; };
+  for (const Tensor& t : tensors)
+    if (t.defined()) fold(t.dim() == 0 ? zero_dim : dimensioned, t.dtype());
+  for (const Scalar& s : scalars) fold(wrapped, s.dtype());
+  return combine_tiers(dimensioned, combine_tiers(zero_dim, wrapped)).value_or(DType::Float32);
+}
+
+#define TD_BINARY_FN(name)                                               \
+  Tensor name(const Tensor& a, const Tensor& b) {                        \
+    return call_op1(OpId::name, {tier_cast(a, b), tier_cast(b, a)}, {}); \
+  }                                                                      \
+  Tensor name(const Tensor& a, Scalar b) { return name(a, wrap_scalar(b, a)); }
 TD_BINARY_FN(add)
 TD_BINARY_FN(sub)
 TD_BINARY_FN(mul)
@@ -191,6 +237,8 @@ TD_BINARY_FN(gt)
 TD_BINARY_FN(ge)
 #undef TD_BINARY_FN
 
+Tensor pow(Scalar a, const Tensor& b) { return pow(wrap_scalar(a, b), b); }
+
 Tensor logical_and(const Tensor& a, const Tensor& b) {
   return call_op1(OpId::logical_and, {a, b}, {});
 }
@@ -198,13 +246,50 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
   return call_op1(OpId::logical_or, {a, b}, {});
 }
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::where, {cond, a, b}, {});
+  return call_op1(OpId::where, {cond, tier_cast(a, b), tier_cast(b, a)}, {});
 }
-Tensor where(const Tensor& cond, const Tensor& a, double b) {
+Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
   return where(cond, a, wrap_scalar(b, a));
 }
-Tensor where(const Tensor& cond, double a, const Tensor& b) {
+Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
   return where(cond, wrap_scalar(a, b), b);
+}
+Tensor where(const Tensor& cond, Scalar a, Scalar b) {
+  const DType t = result_type({}, {a, b});
+  return where(cond, scalar_tensor(a.to_double(), t), scalar_tensor(b.to_double(), t));
+}
+
+namespace {
+
+// Bitwise ops are implemented for bool tensors (where they are the logical ops).
+void check_bitwise(const char* op, const Tensor& a, const Tensor& b) {
+  for (const Tensor* t : {&a, &b}) {
+    if (!t->defined() || t->dtype() == DType::Bool) continue;
+    if (is_floating(t->dtype()))
+      throw_error<TypeError>("[", op, "] is not implemented for floating tensors (got ",
+                             dtype_name(t->dtype()), " of shape ", t->shape(), ")");
+    throw_error<TypeError>("[", op, "] is only supported for bool tensors in td (got ",
+                           dtype_name(t->dtype()), " of shape ", t->shape(), ")");
+  }
+}
+
+}  // namespace
+
+Tensor bitwise_and(const Tensor& a, const Tensor& b) {
+  check_bitwise("bitwise_and", a, b);
+  return logical_and(a, b);
+}
+Tensor bitwise_or(const Tensor& a, const Tensor& b) {
+  check_bitwise("bitwise_or", a, b);
+  return logical_or(a, b);
+}
+Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
+  check_bitwise("bitwise_xor", a, b);
+  return ne(a, b);
+}
+Tensor bitwise_not(const Tensor& x) {
+  check_bitwise("bitwise_not", x, x);
+  return logical_not(x);
 }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
@@ -212,22 +297,36 @@ Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
-Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-Tensor operator/(const Tensor& a, double b) { return div(a, b); }
-Tensor operator+(double a, const Tensor& b) { return add(wrap_scalar(a, b), b); }
-Tensor operator-(double a, const Tensor& b) { return sub(wrap_scalar(a, b), b); }
-Tensor operator*(double a, const Tensor& b) { return mul(wrap_scalar(a, b), b); }
-Tensor operator/(double a, const Tensor& b) { return div(wrap_scalar(a, b), b); }
+Tensor operator+(const Tensor& a, Scalar b) { return add(a, b); }
+Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
+Tensor operator+(Scalar a, const Tensor& b) { return add(wrap_scalar(a, b), b); }
+Tensor operator-(Scalar a, const Tensor& b) { return sub(wrap_scalar(a, b), b); }
+Tensor operator*(Scalar a, const Tensor& b) { return mul(wrap_scalar(a, b), b); }
+Tensor operator/(Scalar a, const Tensor& b) { return div(wrap_scalar(a, b), b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
 Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
-Tensor operator<(const Tensor& a, double b) { return lt(a, b); }
-Tensor operator<=(const Tensor& a, double b) { return le(a, b); }
-Tensor operator>(const Tensor& a, double b) { return gt(a, b); }
-Tensor operator>=(const Tensor& a, double b) { return ge(a, b); }
+Tensor operator<(const Tensor& a, Scalar b) { return lt(a, b); }
+Tensor operator<=(const Tensor& a, Scalar b) { return le(a, b); }
+Tensor operator>(const Tensor& a, Scalar b) { return gt(a, b); }
+Tensor operator>=(const Tensor& a, Scalar b) { return ge(a, b); }
+Tensor operator<(Scalar a, const Tensor& b) { return gt(b, a); }
+Tensor operator<=(Scalar a, const Tensor& b) { return ge(b, a); }
+Tensor operator>(Scalar a, const Tensor& b) { return lt(b, a); }
+Tensor operator>=(Scalar a, const Tensor& b) { return le(b, a); }
+Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+Tensor operator==(const Tensor& a, Scalar b) { return eq(a, b); }
+Tensor operator!=(const Tensor& a, Scalar b) { return ne(a, b); }
+Tensor operator==(Scalar a, const Tensor& b) { return eq(b, a); }
+Tensor operator!=(Scalar a, const Tensor& b) { return ne(b, a); }
+Tensor operator&(const Tensor& a, const Tensor& b) { return bitwise_and(a, b); }
+Tensor operator|(const Tensor& a, const Tensor& b) { return bitwise_or(a, b); }
+Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
+Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
 Tensor operator||(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
 Tensor operator!(const Tensor& a) { return logical_not(a); }

@@ -8,11 +8,13 @@
 namespace td {
 namespace {
 
-void fill_value(const Tensor& t, double value) {
+void fill_value(const Tensor& t, Scalar value) {
   visit_dtype(t.dtype(), [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    const T v = static_cast<T>(value);
+    // integral values go through int64 so that large ones stay exact
+    const T v = value.is_floating_point() ? static_cast<T>(value.to_double())
+                                          : static_cast<T>(value.to_int());
     const int64_t n = t.numel();
     for (int64_t i = 0; i < n; ++i) p[i] = v;
   });
@@ -25,9 +27,9 @@ Tensor empty(const Shape& shape, DType dtype) {
   return Tensor::empty(shape, dtype);
 }
 
-Tensor full(const Shape& shape, double value, DType dtype) {
+Tensor full(const Shape& shape, Scalar value, std::optional<DType> dtype) {
   check_sizes("full", shape);
-  Tensor t = Tensor::empty(shape, dtype);
+  Tensor t = Tensor::empty(shape, dtype.value_or(value.dtype()));
   fill_value(t, value);
   return t;
 }
@@ -42,7 +44,7 @@ Tensor ones(const Shape& shape, DType dtype) {
 }
 // Inside vmap a like-factory of a batched tensor is batched as it is (as in PyTorch), so the
 // result can take per-set values in place: a clone keeps the batch tags, then it is filled.
-Tensor full_like(const Tensor& t, double value) {
+Tensor full_like(const Tensor& t, Scalar value) {
   if (!t.is_batched()) return full(t.shape(), value, t.dtype());
   Tensor out = t.clone();
   fill_(out, value);
@@ -54,18 +56,27 @@ Tensor empty_like(const Tensor& t) {
 Tensor zeros_like(const Tensor& t) { return full_like(t, 0.0); }
 Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 
-Tensor arange(double end, DType dtype) { return arange(0, end, 1, dtype); }
+Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 
-Tensor arange(double start, double end, double step, DType dtype) {
+Tensor arange(Scalar start_s, Scalar end_s, Scalar step_s, std::optional<DType> dtype_opt) {
+  const bool floating =
+      start_s.is_floating_point() || end_s.is_floating_point() || step_s.is_floating_point();
+  const DType dtype = dtype_opt.value_or(floating ? DType::Float32 : DType::Int64);
+  const double start = start_s.to_double(), end = end_s.to_double(), step = step_s.to_double();
   if (step == 0) throw_error<ValueError>("[arange] step must be nonzero");
-  if (!std::isfinite(start) || !std::isfinite(end))
-    throw_error<ValueError>("[arange] start and end must be finite, got ", start, " and ", end);
+  if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
+    throw_error<ValueError>("[arange] start, end and step must be finite, got ", start, ", ", end,
+                            " and ", step);
   if ((end - start) * step < 0)
     throw_error<ValueError>("[arange] upper bound and lower bound inconsistent with step sign: ",
                             "start=", start, " end=", end, " step=", step);
   if (dtype == DType::Bool) throw_error<TypeError>("[arange] bool dtype is not supported");
-  const int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
-  Tensor t = Tensor::empty({n}, dtype);
+  const double count = std::ceil((end - start) / step);
+  if (!(count < 9.2e18))
+    throw_error<ValueError>("[arange] too many elements: start=", start, " end=", end,
+                            " step=", step);
+  const int64_t n = static_cast<int64_t>(count);
+  Tensor t = empty({n}, dtype);
   visit_dtype(dtype, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
@@ -97,10 +108,18 @@ Tensor tensor(std::initializer_list<float> values) { return tensor(std::vector<f
 
 Tensor scalar_tensor(double value, DType dtype) { return full({}, value, dtype); }
 
-Tensor wrap_scalar(double value, const Tensor& like) {
-  const bool integral = std::isfinite(value) && value == std::floor(value);
-  const bool floating = !integral || is_floating(like.dtype());
-  return scalar_tensor(value, promote_with_scalar(like.dtype(), floating));
+// Combined with `like` by result_type's tiers, this 0-d tensor gives result_type({like}, {value}):
+// it has exactly that dtype, which is never below like's category.
+Tensor wrap_scalar(Scalar value, const Tensor& like) {
+  const DType t = !like.defined()   ? value.dtype()
+                  : value.is_bool() ? like.dtype()  // bool is the lowest category
+                                    : promote_with_scalar(like.dtype(), value.is_floating_point());
+  if (t == DType::Int64 && !value.is_floating_point()) {
+    Tensor s = Tensor::empty({}, DType::Int64);  // exact beyond 2^53
+    *s.data<int64_t>() = value.to_int();
+    return s;
+  }
+  return scalar_tensor(value.to_double(), t);
 }
 
 }  // namespace td

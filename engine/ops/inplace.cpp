@@ -92,14 +92,48 @@ Tensor& mul_(Tensor& self, const Tensor& other) {
   return self;
 }
 
+Tensor& add_(Tensor& self, Scalar other) { return add_(self, wrap_scalar(other, self)); }
+Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrap_scalar(other, self)); }
+
+namespace {
+
+// self = op(self, other) for ops without an in-place kernel: the same checks as add_, then the
+// out-of-place result is copied in.
+template <class F>
+Tensor& assign_result(const char* op, Tensor& self, const Tensor& other, bool true_div, F f) {
+  if (!self.defined() || !other.defined())
+    throw_error<ValueError>("[", op, "] got an undefined tensor");
+  check_broadcasts_to(op, self, other);
+  DType result = result_type({self, other});
+  if (true_div && !is_floating(result)) result = DType::Float32;
+  if (!can_cast(result, self.dtype()))
+    throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
+                           " can't be cast to the desired output type ", dtype_name(self.dtype()));
+  check_writable(op, self);
+  return copy_(self, f(self, other));
+}
+
+}  // namespace
+
+Tensor& sub_(Tensor& self, const Tensor& other) {
+  return assign_result("sub_", self, other, false,
+                       [](const Tensor& a, const Tensor& b) { return sub(a, b); });
+}
+Tensor& div_(Tensor& self, const Tensor& other) {
+  return assign_result("div_", self, other, true,
+                       [](const Tensor& a, const Tensor& b) { return div(a, b); });
+}
+Tensor& sub_(Tensor& self, Scalar other) { return sub_(self, wrap_scalar(other, self)); }
+Tensor& div_(Tensor& self, Scalar other) { return div_(self, wrap_scalar(other, self)); }
+
 Tensor& copy_(Tensor& self, const Tensor& src) {
   call_op1(OpId::copy_, {self, src});
   return self;
 }
 
-Tensor& fill_(Tensor& self, double value) {
+Tensor& fill_(Tensor& self, Scalar value) {
   OpAttrs a;
-  a.alpha = value;
+  a.alpha = value.to_double();
   call_op1(OpId::fill_, {self}, a);
   return self;
 }

@@ -488,32 +488,32 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return call_op1(OpId::batch_norm, {x, running_mean, running_var, weight, bias}, a);
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntList& stride,
-              const IntList& padding, const IntList& dilation, int64_t groups) {
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntOrList& stride,
+              const IntOrList& padding, const IntOrList& dilation, int64_t groups) {
   OpAttrs a;
-  a.stride = stride;
-  a.padding = padding;
-  a.dilation = dilation;
+  a.stride = stride.values;
+  a.padding = padding.values;
+  a.dilation = dilation.values;
   a.groups = groups;
   return call_op1(OpId::conv2d, {x, weight, bias}, a);
 }
 
-Tensor max_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride,
-                  const IntList& padding, const IntList& dilation) {
+Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride,
+                  const IntOrList& padding, const IntOrList& dilation) {
   OpAttrs a;
-  a.sizes = kernel_size;
-  a.stride = stride;
-  a.padding = padding;
-  a.dilation = dilation;
+  a.sizes = kernel_size.values;
+  a.stride = stride.values;
+  a.padding = padding.values;
+  a.dilation = dilation.values;
   return call_op1(OpId::max_pool2d, {x}, a);
 }
 
-Tensor avg_pool2d(const Tensor& x, const IntList& kernel_size, const IntList& stride,
-                  const IntList& padding) {
+Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride,
+                  const IntOrList& padding) {
   OpAttrs a;
-  a.sizes = kernel_size;
-  a.stride = stride;
-  a.padding = padding;
+  a.sizes = kernel_size.values;
+  a.stride = stride.values;
+  a.padding = padding.values;
   return call_op1(OpId::avg_pool2d, {x}, a);
 }
 

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -180,6 +181,25 @@ template <SingleDim I>
 Tensor amin(const Tensor& x, I dim, bool keepdim = false) {
   return amin(x, IntList{static_cast<int64_t>(dim)}, keepdim);
 }
+// Whether every / any element is nonzero (Bool; NaN counts as nonzero), as torch.all / any.
+Tensor all(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+Tensor any(const Tensor& x, const IntList& dims = {}, bool keepdim = false);
+template <SingleDim I>
+Tensor all(const Tensor& x, I dim, bool keepdim = false) {
+  return all(x, IntList{static_cast<int64_t>(dim)}, keepdim);
+}
+template <SingleDim I>
+Tensor any(const Tensor& x, I dim, bool keepdim = false) {
+  return any(x, IntList{static_cast<int64_t>(dim)}, keepdim);
+}
+// torch.max / torch.min: of every element (0-d; ValueError when x is empty), the values and
+// indices along one dim, or the element-wise maximum / minimum of two tensors.
+Tensor max(const Tensor& x);
+Tensor min(const Tensor& x);
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim = false);
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim = false);
+Tensor max(const Tensor& a, const Tensor& b);
+Tensor min(const Tensor& a, const Tensor& b);
 // nullopt: index into the flattened tensor
 Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);

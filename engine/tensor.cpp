@@ -250,6 +250,43 @@ Tensor Tensor::sum(const IntList& dims, bool keepdim) const { return td::sum(*th
 Tensor Tensor::mean(const IntList& dims, bool keepdim) const {
   return td::mean(*this, dims, keepdim);
 }
+Tensor Tensor::var(const IntList& dims, bool unbiased, bool keepdim) const {
+  return td::var(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::std(const IntList& dims, bool unbiased, bool keepdim) const {
+  return td::std(*this, dims, unbiased, keepdim);
+}
+Tensor Tensor::amax(const IntList& dims, bool keepdim) const {
+  return td::amax(*this, dims, keepdim);
+}
+Tensor Tensor::amin(const IntList& dims, bool keepdim) const {
+  return td::amin(*this, dims, keepdim);
+}
+Tensor Tensor::all(const IntList& dims, bool keepdim) const { return td::all(*this, dims, keepdim); }
+Tensor Tensor::any(const IntList& dims, bool keepdim) const { return td::any(*this, dims, keepdim); }
+Tensor Tensor::max() const { return td::max(*this); }
+Tensor Tensor::min() const { return td::min(*this); }
+std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
+  return td::max(*this, dim, keepdim);
+}
+std::tuple<Tensor, Tensor> Tensor::min(int64_t dim, bool keepdim) const {
+  return td::min(*this, dim, keepdim);
+}
+Tensor Tensor::argmax(std::optional<int64_t> dim, bool keepdim) const {
+  return td::argmax(*this, dim, keepdim);
+}
+Tensor Tensor::argmin(std::optional<int64_t> dim, bool keepdim) const {
+  return td::argmin(*this, dim, keepdim);
+}
+Tensor Tensor::softmax(int64_t dim) const { return td::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return td::log_softmax(*this, dim); }
+Tensor Tensor::pow(Scalar exponent) const { return td::pow(*this, exponent); }
+Tensor Tensor::pow(const Tensor& exponent) const { return td::pow(*this, exponent); }
+Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const {
+  return td::clamp(*this, min, max);
+}
+Tensor Tensor::tanh() const { return td::tanh(*this); }
+Tensor Tensor::sigmoid() const { return td::sigmoid(*this); }
 Tensor Tensor::abs() const { return td::abs(*this); }
 Tensor Tensor::exp() const { return td::exp(*this); }
 Tensor Tensor::log() const { return td::log(*this); }

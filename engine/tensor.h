@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "engine/dtype.h"
@@ -115,6 +116,49 @@ class Tensor {
   Tensor mean(I dim, bool keepdim = false) const {
     return mean(IntList{static_cast<int64_t>(dim)}, keepdim);
   }
+  Tensor var(const IntList& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor std(const IntList& dims = {}, bool unbiased = true, bool keepdim = false) const;
+  Tensor amax(const IntList& dims = {}, bool keepdim = false) const;
+  Tensor amin(const IntList& dims = {}, bool keepdim = false) const;
+  Tensor all(const IntList& dims = {}, bool keepdim = false) const;
+  Tensor any(const IntList& dims = {}, bool keepdim = false) const;
+  template <SingleDim I>
+  Tensor var(I dim, bool unbiased = true, bool keepdim = false) const {
+    return var(IntList{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
+  template <SingleDim I>
+  Tensor std(I dim, bool unbiased = true, bool keepdim = false) const {
+    return std(IntList{static_cast<int64_t>(dim)}, unbiased, keepdim);
+  }
+  template <SingleDim I>
+  Tensor amax(I dim, bool keepdim = false) const {
+    return amax(IntList{static_cast<int64_t>(dim)}, keepdim);
+  }
+  template <SingleDim I>
+  Tensor amin(I dim, bool keepdim = false) const {
+    return amin(IntList{static_cast<int64_t>(dim)}, keepdim);
+  }
+  template <SingleDim I>
+  Tensor all(I dim, bool keepdim = false) const {
+    return all(IntList{static_cast<int64_t>(dim)}, keepdim);
+  }
+  template <SingleDim I>
+  Tensor any(I dim, bool keepdim = false) const {
+    return any(IntList{static_cast<int64_t>(dim)}, keepdim);
+  }
+  Tensor max() const;
+  Tensor min() const;
+  std::tuple<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;
+  std::tuple<Tensor, Tensor> min(int64_t dim, bool keepdim = false) const;
+  Tensor argmax(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor argmin(std::optional<int64_t> dim = std::nullopt, bool keepdim = false) const;
+  Tensor softmax(int64_t dim) const;
+  Tensor log_softmax(int64_t dim) const;
+  Tensor pow(Scalar exponent) const;
+  Tensor pow(const Tensor& exponent) const;
+  Tensor clamp(std::optional<Scalar> min, std::optional<Scalar> max) const;
+  Tensor tanh() const;
+  Tensor sigmoid() const;
   Tensor abs() const;
   Tensor exp() const;
   Tensor log() const;

@@ -531,3 +531,53 @@ TEST_CASE("one dim as an integer, as in PyTorch; braces still list dims") {
   CHECK(x.sum().item<float>() == 276.0f);
   CHECK_THROWS_AS(sum(x, 3), IndexError);
 }
+
+TEST_CASE("all, any, max and min as torch's, and the reductions as methods") {
+  using B = std::vector<bool>;
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = tensor({0.f, 2.f, 3.f, 4.f}, {2, 2});
+  CHECK(all(x).dtype() == kBool);
+  CHECK_FALSE(all(x).item<bool>());
+  CHECK(any(x).item<bool>());
+  CHECK(all(x, 1).to_vector<bool>() == B{false, true});
+  CHECK(any(x, 0, true).shape() == Shape{1, 2});
+  CHECK(x.all(0).to_vector<bool>() == B{false, true});
+  CHECK(tensor({nan, 1.f}).all().item<bool>());  // NaN is nonzero
+  CHECK(zeros({0}).all().item<bool>());            // of nothing: true, as torch
+  CHECK_FALSE(zeros({0}).any().item<bool>());
+  CHECK(all(arange(3) + 1).item<bool>());
+
+  // [[1, 5], [7, 2]]: max over dim 0 is values [7, 5] at [1, 0]; min over dim 1 [1, 2] at [0, 1]
+  Tensor m = tensor(std::vector<int64_t>{1, 5, 7, 2}, {2, 2});
+  CHECK(max(m).item<int64_t>() == 7);
+  CHECK(m.min().item<int64_t>() == 1);
+  auto [v, i] = max(m, 0, true);
+  CHECK(v.shape() == Shape{1, 2});
+  CHECK(v.to_vector<int64_t>() == std::vector<int64_t>{7, 5});
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  auto [mv, mi] = m.min(1);
+  CHECK(mv.to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  CHECK(mi.to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK(max(tensor({1.f, 4.f}), tensor({3.f, 2.f})).to_vector<float>() ==
+        std::vector<float>{3.f, 4.f});
+  CHECK(min(tensor({1.f, 4.f}), tensor({3.f, 2.f})).to_vector<float>() ==
+        std::vector<float>{1.f, 2.f});
+  check_throws_naming_op<ValueError>([] { max(zeros({0, 2})); }, "max");
+  check_throws_naming_op<ValueError>([] { zeros({0}).min(); }, "min");
+
+  // methods are the free functions
+  Tensor c = cube();
+  CHECK(allclose(c.var(1), var(c, {1})));
+  CHECK(allclose(c.std(-1, false, true), td::std(c, {-1}, false, true)));
+  CHECK(allclose(c.amax(2), amax(c, {2})));
+  CHECK(allclose(c.amin({0, 2}), amin(c, {0, 2})));
+  CHECK(c.argmax(1).to_vector<int64_t>() == argmax(c, 1).to_vector<int64_t>());
+  CHECK(c.argmin().item<int64_t>() == argmin(c).item<int64_t>());
+  CHECK(allclose(c.softmax(-1), softmax(c, -1)));
+  CHECK(allclose(c.log_softmax(0), log_softmax(c, 0)));
+  CHECK(c.pow(2).to_vector<float>()[1] == cube_at(0, 0, 1) * cube_at(0, 0, 1));
+  CHECK(allclose(c.pow(c.abs()), pow(c, abs(c))));
+  CHECK(allclose(c.clamp(-1.0, 1.0), clamp(c, -1.0, 1.0)));
+  CHECK(allclose(c.tanh(), tanh(c)));
+  CHECK(allclose(c.sigmoid(), sigmoid(c)));
+}

@@ -625,3 +625,20 @@ TEST_CASE("vmap: linear_relu over every stacking of input, weight and bias") {
       CHECK(allclose(nested.select(0, i).select(0, s),
                      relu(linear(x2.select(0, i), w2.select(0, s), b2.select(0, s))), 1e-5, 1e-5));
 }
+
+TEST_CASE("vmap: all, any and max along a dim are per set, as a loop over the sets") {
+  Tensor x = tensor({0.f, 2.f, 3.f, 4.f, 0.f, 0.f, 5.f, 1.f}, {2, 2, 2});
+  Tensor a = vmap([](Tensor t) { return t.all(); })(x);
+  Tensor n = vmap([](Tensor t) { return any(t, 1); })(x);
+  auto mx = vmap([](Tensor t) { return max(t, 0); })(x);
+  for (int64_t s = 0; s < 2; ++s) {
+    CHECK(a[s].item<bool>() == x[s].all().item<bool>());
+    CHECK(n[s].to_vector<bool>() == any(x[s], 1).to_vector<bool>());
+    auto [v, i] = max(x[s], 0);
+    CHECK(std::get<0>(mx)[s].to_vector<float>() == v.to_vector<float>());
+    CHECK(std::get<1>(mx)[s].to_vector<int64_t>() == i.to_vector<int64_t>());
+  }
+  // by hand: set 0 [[0, 2], [3, 4]] has a zero; set 1 [[0, 0], [5, 1]] has a zero row
+  CHECK(a.to_vector<bool>() == std::vector<bool>{false, false});
+  CHECK(n.to_vector<bool>() == std::vector<bool>{true, true, false, true});
+}

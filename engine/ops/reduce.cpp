@@ -125,6 +125,34 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return call_op1(OpId::argmin, {x}, reduce_attrs(dim ? IntList{*dim} : IntList{}, keepdim));
 }
+// Compositions of batched ops, so vmap needs no rules of their own.
+Tensor all(const Tensor& x, const IntList& dims, bool keepdim) {
+  return eq(sum(eq(x, 0), dims, keepdim), 0);
+}
+Tensor any(const Tensor& x, const IntList& dims, bool keepdim) {
+  return gt(sum(ne(x, 0), dims, keepdim), 0);
+}
+Tensor max(const Tensor& x) {
+  if (x.numel() == 0)
+    throw_error<ValueError>("[max] of an empty tensor (shape ", x.shape(),
+                            "): give the dim to reduce");
+  return amax(x);
+}
+Tensor min(const Tensor& x) {
+  if (x.numel() == 0)
+    throw_error<ValueError>("[min] of an empty tensor (shape ", x.shape(),
+                            "): give the dim to reduce");
+  return amin(x);
+}
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return {amax(x, IntList{dim}, keepdim), argmax(x, dim, keepdim)};
+}
+std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
+  return {amin(x, IntList{dim}, keepdim), argmin(x, dim, keepdim)};
+}
+Tensor max(const Tensor& a, const Tensor& b) { return maximum(a, b); }
+Tensor min(const Tensor& a, const Tensor& b) { return minimum(a, b); }
+
 Tensor softmax(const Tensor& x, int64_t dim) {
   OpAttrs a;
   a.dim = dim;

@@ -385,6 +385,11 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   CHECK_THROWS_AS(sel(x[0]), IndexError);
   CHECK_THROWS_AS(vmap(sel)(x), IndexError);
   CHECK(has(message_of([&] { vmap(sel)(x); }), "index 5 out of range for dim 0 of size 4"));
+  // linear: a per-set 1-D weight, or a bias of per-set [2, 4] for an output [2, 4]
+  Tensor x2 = randn({2, 3});
+  refused_both([&](Tensor w) { return linear(x2, w); }, randn({4, 3}), "[linear] weight");
+  refused_both([&](Tensor b) { return linear(x2, ones({4, 3}), b); }, randn({5, 2, 4}),
+               "[linear] bias of per-set shape [2, 4]");
   // stacked layer_norm weights: per-set [1, 4] is not normalized_shape [4]
   auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
   CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);

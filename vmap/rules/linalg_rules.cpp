@@ -52,18 +52,13 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
   const bool fuse_relu = attrs.flag;
   auto act = [&](Tensor t) { return fuse_relu ? relu(t) : t; };
   int64_t bsz = ctx.batch_size;
-  if (logical_rank(w) != 2) {
-    // rare 1-D weight: decompose
-    Tensor wt = move_bdim_to_front(w);
-    Batched y{matmul_rule(
-        ctx, std::vector<Batched>{x, {wt, w.bdim ? std::optional<int64_t>(0) : std::nullopt}},
-        {})[0]};
-    if (!bias.value.defined()) return one(act(y.value), y.bdim);
-    int64_t r = std::max(logical_rank(y), logical_rank(bias));
-    return one(act(add(front_and_pad(y, r), bias.bdim ? front_and_pad(bias, r) : bias.value)), 0);
-  }
-  if (logical_rank(x) == 0)
-    throw_error<ValueError>("[linear] input needs at least 1 dim, got a 0-d per-set input");
+  // every path below assumes a 2-D weight and a matching bias: check the per-set shapes as a
+  // call per set would (a per-set 1-D weight or [M, O] bias must not pass by broadcasting)
+  const Shape bias_shape = bias.value.defined() ? per_set_shape(bias) : Shape{};
+  const DType t = impl::check_linear(
+      "per-set shape", per_set_shape(x), x.value.dtype(), per_set_shape(w), w.value.dtype(),
+      bias.value.defined() ? &bias_shape : nullptr,
+      bias.value.defined() ? bias.value.dtype() : x.value.dtype());
   if (!x.bdim && !w.bdim) {
     // only the bias is batched: *O + B1..O
     Tensor y = linear(x.value, w.value);
@@ -88,11 +83,6 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
     for (int64_t d = 0; d < xb; ++d) bb = bb.unsqueeze(0);           // [1.., B, 1.., O]
     return one(act(add(y, bb)), xb);
   }
-  const Shape bias_shape = bias.value.defined() ? per_set_shape(bias) : Shape{};
-  const DType t = impl::check_linear(
-      "per-set shape", per_set_shape(x), x.value.dtype(), per_set_shape(w), w.value.dtype(),
-      bias.value.defined() ? &bias_shape : nullptr,
-      bias.value.defined() ? bias.value.dtype() : x.value.dtype());
   Tensor wf = move_bdim_to_front(w).to(t);  // [B, O, I]
   const int64_t out_f = wf.size(1), in_f = wf.size(2);
   // x as [B or 1, M, I]

@@ -27,11 +27,8 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
   if (logical_rank(w) != 4)
     throw_error<ValueError>("[conv2d] expected a 4-D weight, got per-set shape ",
                             shape_str(per_set_shape(w)));
-  if (b.value.defined()) {
-    const Shape bs = per_set_shape(b);
-    impl::check_channels("conv2d", "bias", &bs, per_set_shape(w)[0], "per-set shape",
-                         per_set_shape(x));
-  }
+  impl::check_channels("conv2d", "bias", OptShape(b).get(), per_set_shape(w)[0], "per-set shape",
+                       per_set_shape(x));
   if (bsz == 0) {
     // nothing to fold (groups * 0 is invalid): the per-set output shape, with no sets
     auto per_set = [](const Batched& p) {

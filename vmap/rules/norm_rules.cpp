@@ -14,10 +14,8 @@ std::vector<Batched> layer_norm_rule(const RuleContext&, std::span<const Batched
   Batched w = in.size() > 1 ? in[1] : Batched{};
   Batched b = in.size() > 2 ? in[2] : Batched{};
   // the ops below see stacked shapes: check the per-set ones as a call per set would
-  const Shape ws = w.value.defined() ? per_set_shape(w) : Shape{};
-  const Shape bs = b.value.defined() ? per_set_shape(b) : Shape{};
-  impl::check_layer_norm("per-set shape", per_set_shape(x), attrs.sizes,
-                         w.value.defined() ? &ws : nullptr, b.value.defined() ? &bs : nullptr);
+  impl::check_layer_norm("per-set shape", per_set_shape(x), attrs.sizes, OptShape(w).get(),
+                         OptShape(b).get());
   Tensor xf = move_bdim_to_front(x);
   double eps = attrs.alpha;
   if (!w.bdim && !b.bdim) return one(layer_norm(xf, attrs.sizes, w.value, b.value, eps), 0);
@@ -40,17 +38,9 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   Batched x = in[0], rm = get(1), rv = get(2), w = get(3), b = get(4);
   int64_t bsz = ctx.batch_size;
   bool training = attrs.training;
-  {
-    // the folded call below sees B*C channels: check the per-set shapes as a call per set would
-    Shape shapes[5];
-    const Shape* ps[5];
-    for (size_t i = 0; i < 5; ++i) {
-      const Batched& p = get(i);
-      if (p.value.defined()) shapes[i] = per_set_shape(p);
-      ps[i] = p.value.defined() ? &shapes[i] : nullptr;
-    }
-    impl::check_batch_norm("per-set shape", shapes[0], ps[1], ps[2], ps[3], ps[4]);
-  }
+  // the folded call below sees B*C channels: check the per-set shapes as a call per set would
+  impl::check_batch_norm("per-set shape", per_set_shape(x), OptShape(rm).get(), OptShape(rv).get(),
+                         OptShape(w).get(), OptShape(b).get());
   bool stats_batched = rm.bdim || rv.bdim;
   if (x.bdim && training && ((rm.value.defined() && !rm.bdim) || (rv.value.defined() && !rv.bdim)))
     throw_error<RuntimeError>(

@@ -32,8 +32,20 @@ Tensor pad_to_logical_rank(const Tensor& t, bool has_bdim, int64_t rank);
 Tensor front_and_pad(const Batched& b, int64_t rank);
 // Normalises a per-set dim against a per-set rank (0-d tensors accept 0 and -1).
 int64_t wrap_dim(const char* op, int64_t dim, int64_t rank);
-// The per-set shape of a Batched value (for messages).
+// The per-set shape of a Batched value (for messages, and the impls' shared shape checks).
 Shape per_set_shape(const Batched& b);
+// The per-set shape of an optional input as those checks take it: get() is null when absent.
+class OptShape {
+ public:
+  explicit OptShape(const Batched& b) : present_(b.value.defined()) {
+    if (present_) shape_ = per_set_shape(b);
+  }
+  const Shape* get() const { return present_ ? &shape_ : nullptr; }
+
+ private:
+  Shape shape_;
+  bool present_;
+};
 // True if any input is batched at this level.
 bool any_batched(std::span<const Batched> in);
 // Adds offsets arange(B) * table_size (shaped [B, 1, ..]) to bdim-front indices [B, *], after

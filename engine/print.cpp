@@ -175,8 +175,7 @@ void print_plain(std::ostream& os, const Tensor& t) {
   // As PyTorch: int64 and bool are implied by the printed values, except when there are none.
   const bool implied = t.dtype() == DType::Float32 ||
                        (t.numel() > 0 && (t.dtype() == DType::Int64 || t.dtype() == DType::Bool));
-  if (!implied)
-    suffixes.push_back(std::string("dtype=td.") + dtype_name(t.dtype()));
+  if (!implied) suffixes.push_back(std::string("dtype=td.") + dtype_name(t.dtype()));
   std::string s = "tensor(" + body;
   const size_t nl = s.rfind('\n');
   int64_t last_line = static_cast<int64_t>(s.size()) -

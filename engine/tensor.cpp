@@ -119,8 +119,8 @@ T Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   check_readable(*this, "to_vector");
-  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t> ||
-                std::is_same_v<T, float> || std::is_same_v<T, double>) {
+  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t> || std::is_same_v<T, float> ||
+                std::is_same_v<T, double>) {
     Tensor c = to(dtype_of<T>()).contiguous();
     const T* p = c.data<T>();
     return std::vector<T>(p, p + c.numel());
@@ -142,8 +142,8 @@ TD_INSTANTIATE(float)
 TD_INSTANTIATE(double)
 #undef TD_INSTANTIATE
 // item and to_vector for the other arithmetic types (converted from the stored dtype)
-#define TD_INSTANTIATE_OUT(T)             \
-  template T Tensor::item<T>() const;     \
+#define TD_INSTANTIATE_OUT(T)         \
+  template T Tensor::item<T>() const; \
   template std::vector<T> Tensor::to_vector<T>() const;
 TD_INSTANTIATE_OUT(char)
 TD_INSTANTIATE_OUT(signed char)
@@ -262,8 +262,12 @@ Tensor Tensor::amax(const IntList& dims, bool keepdim) const {
 Tensor Tensor::amin(const IntList& dims, bool keepdim) const {
   return td::amin(*this, dims, keepdim);
 }
-Tensor Tensor::all(const IntList& dims, bool keepdim) const { return td::all(*this, dims, keepdim); }
-Tensor Tensor::any(const IntList& dims, bool keepdim) const { return td::any(*this, dims, keepdim); }
+Tensor Tensor::all(const IntList& dims, bool keepdim) const {
+  return td::all(*this, dims, keepdim);
+}
+Tensor Tensor::any(const IntList& dims, bool keepdim) const {
+  return td::any(*this, dims, keepdim);
+}
 Tensor Tensor::max() const { return td::max(*this); }
 Tensor Tensor::min() const { return td::min(*this); }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {

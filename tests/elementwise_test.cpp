@@ -357,8 +357,7 @@ TEST_CASE("promotion: dimensioned tensors rank above 0-d tensors, which rank abo
 TEST_CASE("promotion inside vmap uses the per-set (logical) rank") {
   Tensor x = tensor({1.f, 2.f, 3.f});
   Tensor s = tensor(std::vector<double>{0.5, 1.5});  // per set: a 0-d float64
-  Tensor y = vmap([](Tensor a, Tensor b) { return a + b; },
-                  {.in_dims = {std::nullopt, 0}})(x, s);
+  Tensor y = vmap([](Tensor a, Tensor b) { return a + b; }, {.in_dims = {std::nullopt, 0}})(x, s);
   CHECK(y.dtype() == kFloat32);
   CHECK(y.shape() == Shape{2, 3});
   CHECK(y.to_vector<float>() == std::vector<float>{1.5f, 2.5f, 3.5f, 2.5f, 3.5f, 4.5f});
@@ -373,11 +372,13 @@ TEST_CASE("promotion inside vmap uses the per-set (logical) rank") {
 TEST_CASE("pow of integers to negative integer powers raises") {
   check_throws_mentioning<RuntimeError>([] { pow(arange(3), -1); }, "[pow]");
   check_throws_mentioning<RuntimeError>(
-      [] { pow(arange(3), tensor(std::vector<int64_t>{1, -2, 1})); }, "negative integer powers");
+      [] {
+        pow(arange(3), tensor(std::vector<int64_t>{1, -2, 1}));
+      },
+      "negative integer powers");
   check_throws_naming_op<RuntimeError>([] { pow(tensor(std::vector<bool>{true}), -1); }, "pow");
   // floating exponents or bases are fine: [0^-1, 1^-1, 2^-1] = [inf, 1, 0.5]
-  CHECK(pow(arange(3), -1.0).to_vector<float>() ==
-        std::vector<float>{INFINITY, 1.f, 0.5f});
+  CHECK(pow(arange(3), -1.0).to_vector<float>() == std::vector<float>{INFINITY, 1.f, 0.5f});
   CHECK(pow(arange(3).to(kFloat32), -1).to_vector<float>() ==
         std::vector<float>{INFINITY, 1.f, 0.5f});
   CHECK(pow(arange(3), 0).to_vector<int64_t>() == std::vector<int64_t>{1, 1, 1});

@@ -543,7 +543,7 @@ TEST_CASE("all, any, max and min as torch's, and the reductions as methods") {
   CHECK(any(x, 0, true).shape() == Shape{1, 2});
   CHECK(x.all(0).to_vector<bool>() == B{false, true});
   CHECK(tensor({nan, 1.f}).all().item<bool>());  // NaN is nonzero
-  CHECK(zeros({0}).all().item<bool>());            // of nothing: true, as torch
+  CHECK(zeros({0}).all().item<bool>());          // of nothing: true, as torch
   CHECK_FALSE(zeros({0}).any().item<bool>());
   CHECK(all(arange(3) + 1).item<bool>());
 

@@ -318,17 +318,22 @@ TEST_CASE("item and to_vector convert to any arithmetic type") {
 
 TEST_CASE("shapes whose element count overflows, or too large to allocate, raise") {
   check_throws_mentioning<ValueError>([] { zeros({int64_t{1} << 62, 4}); }, "[zeros]");
-  check_throws_mentioning<ValueError>([] { empty({int64_t{1} << 32, int64_t{1} << 32}); },
-                                      "overflows");
+  check_throws_mentioning<ValueError>(
+      [] {
+        empty({int64_t{1} << 32, int64_t{1} << 32});
+      },
+      "overflows");
   check_throws_naming_op<ValueError>([] { ones({3, int64_t{1} << 62, 8}); }, "ones");
   // a zero dim makes the count 0 whatever the others
   CHECK(zeros({0, int64_t{1} << 62, 4}).numel() == 0);
   // 2^55 float32 elements (128 PiB) cannot be allocated: RuntimeError naming the size
   check_throws_mentioning<RuntimeError>([] { zeros({int64_t{1} << 55}); }, "[alloc]");
-  check_throws_mentioning<RuntimeError>([] { zeros({int64_t{1} << 61}, kFloat64); },
-                                        "[alloc]");
-  check_throws_naming_op<ValueError>([] { ones({1}).expand({int64_t{1} << 62, 4}).numel(); },
-                                     "numel");
+  check_throws_mentioning<RuntimeError>([] { zeros({int64_t{1} << 61}, kFloat64); }, "[alloc]");
+  check_throws_naming_op<ValueError>(
+      [] {
+        ones({1}).expand({int64_t{1} << 62, 4}).numel();
+      },
+      "numel");
 }
 
 TEST_CASE("empty tensors print their dtype unless float32, as PyTorch") {

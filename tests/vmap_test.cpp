@@ -105,8 +105,8 @@ TEST_CASE("vmap: out_dims per output, None for unbatched outputs, unbatched outp
   CHECK_THROWS_AS(num(x), ValueError);
   CHECK(has(message_of([&] { num(x); }), "output 1 is of type float"));
   CHECK(has(message_of([&] { num(x); }), "out_dims = None"));
-  auto num_none = vmap([](Tensor t) { return std::make_tuple(t, 3.0); },
-                       {.out_dims = {0, std::nullopt}});
+  auto num_none =
+      vmap([](Tensor t) { return std::make_tuple(t, 3.0); }, {.out_dims = {0, std::nullopt}});
   auto [t0, three] = num_none(x);
   CHECK(t0.shape() == Shape{2, 3});
   CHECK(three == 3.0);
@@ -369,18 +369,30 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   Tensor x23 = randn({2, 3}), x1 = randn({1, 1, 4, 4});
   refused_both([&](Tensor rm) { return batch_norm(x23, rm, ones({3})); }, zeros({4, 1, 3}),
                "[batch_norm] running_mean of per-set shape [1, 3]");
-  refused_both([&](Tensor w) { return batch_norm(x23, zeros({3}), ones({3}), w); },
-               ones({4, 1, 3}), "[batch_norm] weight");
+  refused_both([&](Tensor w) { return batch_norm(x23, zeros({3}), ones({3}), w); }, ones({4, 1, 3}),
+               "[batch_norm] weight");
   refused_both([](Tensor t) { return batch_norm(t, zeros({5}), ones({5})); }, randn({3, 2, 4}),
                "[batch_norm] running_mean of per-set shape [5]");
-  refused_both([&](Tensor b) { return conv2d(x1, ones({2, 1, 1, 1}), b); }, randn({3, 1, 2}),
-               "[conv2d] bias of per-set shape [1, 2]");
-  refused_both([](Tensor t) { return matmul(t, ones({5, 2})); }, x,
-               "[matmul] per-set shapes [4] and [5, 2]");
-  refused_both([](Tensor t) { return cat({t, ones({2, 2})}, 0); }, x,
-               "[cat] tensor at index 1 has per-set shape [2, 2]");
-  refused_both([](Tensor t) { return stack({t, ones({5})}, 0); }, x,
-               "[stack] tensor at index 1 has per-set shape [5]");
+  refused_both(
+      [&](Tensor b) {
+        return conv2d(x1, ones({2, 1, 1, 1}), b);
+      },
+      randn({3, 1, 2}), "[conv2d] bias of per-set shape [1, 2]");
+  refused_both(
+      [](Tensor t) {
+        return matmul(t, ones({5, 2}));
+      },
+      x, "[matmul] per-set shapes [4] and [5, 2]");
+  refused_both(
+      [](Tensor t) {
+        return cat({t, ones({2, 2})}, 0);
+      },
+      x, "[cat] tensor at index 1 has per-set shape [2, 2]");
+  refused_both(
+      [](Tensor t) {
+        return stack({t, ones({5})}, 0);
+      },
+      x, "[stack] tensor at index 1 has per-set shape [5]");
   auto sel = [](Tensor t) { return t.select(0, 5); };
   CHECK_THROWS_AS(sel(x[0]), IndexError);
   CHECK_THROWS_AS(vmap(sel)(x), IndexError);
@@ -388,8 +400,11 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   // linear: a per-set 1-D weight, or a bias of per-set [2, 4] for an output [2, 4]
   Tensor x2 = randn({2, 3});
   refused_both([&](Tensor w) { return linear(x2, w); }, randn({4, 3}), "[linear] weight");
-  refused_both([&](Tensor b) { return linear(x2, ones({4, 3}), b); }, randn({5, 2, 4}),
-               "[linear] bias of per-set shape [2, 4]");
+  refused_both(
+      [&](Tensor b) {
+        return linear(x2, ones({4, 3}), b);
+      },
+      randn({5, 2, 4}), "[linear] bias of per-set shape [2, 4]");
   // stacked layer_norm weights: per-set [1, 4] is not normalized_shape [4]
   auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
   CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);

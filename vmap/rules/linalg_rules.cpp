@@ -54,9 +54,9 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
   int64_t bsz = ctx.batch_size;
   // every path below assumes a 2-D weight and a matching bias: check the per-set shapes as a
   // call per set would (a per-set 1-D weight or [M, O] bias must not pass by broadcasting)
-  const DType t = impl::check_linear(
-      "per-set shape", per_set_shape(x), x.value.dtype(), per_set_shape(w), w.value.dtype(),
-      OptShape(bias).get(), bias.value.defined() ? bias.value.dtype() : x.value.dtype());
+  const DType t = impl::check_linear("per-set shape", per_set_shape(x), x.value.dtype(),
+                                     per_set_shape(w), w.value.dtype(), OptShape(bias).get(),
+                                     bias.value.defined() ? bias.value.dtype() : x.value.dtype());
   if (!x.bdim && !w.bdim) {
     // only the bias is batched: *O + B1..O
     Tensor y = linear(x.value, w.value);

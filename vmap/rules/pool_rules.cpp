@@ -10,7 +10,8 @@ std::vector<Batched> pool_rule(const RuleContext& ctx, std::span<const Batched> 
   const int64_t r = logical_rank(in[0]);
   // a per-set [H, W] would pass the stacked [B, H, W] as one unbatched [C, H, W]
   if (r != 3 && r != 4)
-    throw_error<ValueError>("[", op_name(ctx.op), "] expects a 3-D or 4-D input, got per-set shape ",
+    throw_error<ValueError>("[", op_name(ctx.op),
+                            "] expects a 3-D or 4-D input, got per-set shape ",
                             shape_str(per_set_shape(in[0])));
   Tensor x = move_bdim_to_front(in[0]);
   if (r == 3) return one(call_op(ctx.op, {&x, 1}, attrs)[0], 0);

@@ -369,6 +369,19 @@ bool Module::convert_arg<bool>(const Value& v, const std::string& m, const std::
   return v.to_bool();
 }
 
+template <>
+std::string Module::convert_arg<std::string>(const Value& v, const std::string& m,
+                                             const std::string& a) {
+  if (v.kind() != Value::Kind::String) bad_arg(v, m, a, "a str");
+  return v.str();
+}
+template <>
+TensorDict Module::convert_arg<TensorDict>(const Value& v, const std::string& m,
+                                           const std::string& a) {
+  if (!v.is_tensordict()) bad_arg(v, m, a, "a TensorDict");
+  return v.tensordict();
+}
+
 // ---- printing ----
 
 void Module::print_(std::ostream& os, int indent) const {

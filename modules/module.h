@@ -230,5 +230,22 @@ template <>
 double Module::convert_arg<double>(const Value& v, const std::string& m, const std::string& a);
 template <>
 bool Module::convert_arg<bool>(const Value& v, const std::string& m, const std::string& a);
+template <>
+std::string Module::convert_arg<std::string>(const Value& v, const std::string& m,
+                                             const std::string& a);
+template <>
+TensorDict Module::convert_arg<TensorDict>(const Value& v, const std::string& m,
+                                           const std::string& a);
+// Other integer and floating types (int, float, ...) convert through int64_t and double.
+template <class T>
+T Module::convert_arg(const Value& v, const std::string& m, const std::string& a) {
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+    return static_cast<T>(convert_arg<int64_t>(v, m, a));
+  else if constexpr (std::is_floating_point_v<T>)
+    return static_cast<T>(convert_arg<double>(v, m, a));
+  else
+    static_assert(sizeof(T) == 0,
+                  "a bound method takes Tensor, TensorDict, Value, std::string, bool or numbers");
+}
 
 }  // namespace td::nn

@@ -725,6 +725,115 @@ TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffe
 }
 
 namespace {
+// forward(input): adds one to its buffer `count`, then fails (a user's module in eval mode)
+struct CountsThenThrows : nn::Module {
+  Tensor count;
+  CountsThenThrows() {
+    count = register_buffer("count", zeros({2}));
+    register_method("forward", &CountsThenThrows::forward, {"input"});
+  }
+  Tensor forward(const Tensor& input) {
+    add_(count, 1.0);
+    throw_error<RuntimeError>("[CountsThenThrows] fails after writing its buffer");
+    return input;
+  }
+};
+}  // namespace
+
+TEST_CASE("a failed call puts buffers back whatever the modes, also without batch dims") {
+  manual_seed(10);
+  // the root in eval, the BatchNorm in training, a failing Linear after it
+  auto make = [] {
+    auto seq = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6),
+        std::make_shared<nn::Linear>(7, 2)});
+    seq->eval();
+    (*seq)[1]->train();
+    return std::shared_ptr<nn::Module>(seq);
+  };
+  auto nets = ensemble(3, make);
+  TensorDict params = TensorDict::from_modules(nets);
+  TensorDict before = params.clone();
+  Tensor x = randn({5, 4});
+  for (bool loop : {false, true}) {
+    CHECK_THROWS_AS(functional_vmap(*nets[0], {.params = params, .args = {x}, .loop = loop}),
+                    ValueError);
+    for (const auto& [key, t] : params.leaves()) CHECK(equal(t, before.get(key)));
+  }
+  // params without batch dims: one plain call, same promise
+  TensorDict one = TensorDict::from_module(*nets[0]).clone();
+  TensorDict one_before = one.clone();
+  CHECK_THROWS_AS(functional_vmap(*nets[0], {.params = one, .args = {x}}), ValueError);
+  for (const auto& [key, t] : one.leaves()) CHECK(equal(t, one_before.get(key)));
+  // a module in eval that writes its own buffer, then fails
+  std::vector<std::shared_ptr<nn::Module>> counters{std::make_shared<CountsThenThrows>(),
+                                                    std::make_shared<CountsThenThrows>()};
+  for (auto& c : counters) c->eval();
+  TensorDict cp = TensorDict::from_modules(counters);
+  CHECK_THROWS_AS(functional_vmap(*counters[0], {.params = cp, .args = {x}}), RuntimeError);
+  CHECK(cp.get("count").to_vector<float>() == std::vector<float>(4, 0.0f));
+}
+
+TEST_CASE("buffers updated through params whose batch dims cannot be viewed as one") {
+  manual_seed(11);
+  std::vector<std::shared_ptr<nn::Module>> bns;
+  for (int i = 0; i < 6; ++i) {
+    bns.push_back(std::make_shared<nn::BatchNorm1d>(3));
+    bns.back()->train();
+  }
+  // batch [2, 3] laid out transposed: flattening it to 6 sets copies every leaf
+  auto transposed = [&] {
+    return TensorDict::from_modules(bns).apply(
+        [](const Tensor& t) {
+          Shape s{3, 2};
+          s.insert(s.end(), t.shape().begin() + 1, t.shape().end());
+          return t.reshape(s).transpose(0, 1);
+        },
+        Shape{2, 3});
+  };
+  Tensor x = randn({8, 3});
+  auto at = [](Tensor t, std::initializer_list<int64_t> idx) {
+    for (int64_t i : idx) t = t.select(0, i);
+    return t.item<double>();
+  };
+  for (bool loop : {false, true}) {
+    TensorDict p = transposed();
+    functional_vmap(*bns[0], {.params = p, .args = {x}, .loop = loop});
+    // by hand: every set saw the same x, so running_mean = 0.1 * mean(x) and running_var =
+    // 0.9 + 0.1 * unbiased var(x), per feature, in every set
+    for (int64_t f = 0; f < 3; ++f) {
+      double mean = 0, sq = 0;
+      for (int64_t r = 0; r < 8; ++r) mean += at(x, {r, f}) / 8.0;
+      for (int64_t r = 0; r < 8; ++r) sq += (at(x, {r, f}) - mean) * (at(x, {r, f}) - mean);
+      for (int64_t a = 0; a < 2; ++a)
+        for (int64_t b = 0; b < 3; ++b) {
+          CHECK(at(p.get("running_mean"), {a, b, f}) == doctest::Approx(0.1 * mean).epsilon(1e-5));
+          CHECK(at(p.get("running_var"), {a, b, f}) ==
+                doctest::Approx(0.9 + 0.1 * sq / 7.0).epsilon(1e-5));
+        }
+    }
+    CHECK(p.get("num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>(6, 1));
+  }
+}
+
+TEST_CASE("non-Tensor outputs and float indices raise, batched and in a loop") {
+  std::vector<std::shared_ptr<nn::Module>> embs{std::make_shared<nn::Embedding>(4, 2),
+                                                std::make_shared<nn::Embedding>(4, 2)};
+  TensorDict params = TensorDict::from_modules(embs);
+  for (bool loop : {false, true}) {
+    // an index 1.7 must not become row 1
+    CHECK_THROWS_AS(functional_vmap(*embs[0], {.params = params,
+                                               .args = {tensor({1.7f, 2.2f})},
+                                               .loop = loop}),
+                    TypeError);
+    CHECK(message_of([&] {
+            functional_vmap(*embs[0],
+                            {.params = params, .args = {tensor({1.7f, 2.2f})}, .loop = loop});
+          }).find("[embedding] indices must be int64") != std::string::npos);
+  }
+}
+
+namespace {
 // forward(input) = a * weight + b, with a and b taken from a dict, a list or a TensorDict.
 struct Mixer : nn::Module {
   nn::Param weight;

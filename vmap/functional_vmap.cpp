@@ -168,7 +168,11 @@ Value stack_outputs(const std::vector<Value>& outs) {
     }
     return out;
   }
-  return first;  // a non-tensor output is the same for every set
+  if (first.is_none()) return first;
+  // as the batched call (vmap's out_dims rule): a number cannot carry the sets along a dim
+  throw_error<ValueError>("[functional_vmap] the module must only return Tensors (or None), but "
+                          "it returned a ",
+                          first.kind_name(), " for set 0");
 }
 
 Value call(const Module& module, const std::string& method, const ValueList& args,
@@ -191,12 +195,12 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   return n == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), n) == 0;
 }
 
-// Buffers may be updated in place in training (BatchNorm running stats); keep a copy to put
-// back if the module throws, so a failed call leaves params as they were.
+// Buffers may be updated in place (BatchNorm running stats in training, in any submodule, or a
+// user's module in eval); keep a copy to put back if the module throws, so a failed call
+// leaves params as they were.
 struct BufferSnapshot {
   std::vector<std::pair<Tensor, Tensor>> saved;  // (target, copy)
   BufferSnapshot(const Module& module, const TensorDict& params) {
-    if (!module.is_training()) return;
     for (const auto& [key, _] : module.named_buffers())
       if (params.contains(key)) {
         Tensor t = own_memory(params.get(key));
@@ -207,6 +211,18 @@ struct BufferSnapshot {
     for (auto& [target, copy] : saved) target.copy_(copy);
   }
 };
+
+// Flattening params' batch dims copies a leaf they cannot be viewed as one dim in (sets laid
+// out transposed): the buffers the sets updated in that copy go back to params.
+void write_back_buffers(const Module& module, const TensorDict& params, const TensorDict& flat) {
+  for (const auto& [key, _] : module.named_buffers()) {
+    if (!params.contains(key)) continue;
+    Tensor target = params.get(key);
+    const Tensor updated = flat.get(key);
+    if (updated.storage() != target.storage())
+      target.copy_(updated.unflatten(0, params.batch_size()));
+  }
+}
 
 // Leaves every set shares (stride 0 along the sets): a loop hands each set the same memory, so
 // a set writing into one (a buffer update in training) would change it for the others. The
@@ -379,8 +395,14 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
   // params' structure and per-set shapes are checked by ParameterOverride, before the module
   // runs on any set.
   if (nb == 0) {  // one plain call with params
-    ParameterOverride override(module, params);
-    return call(module, method, o.args, o.kwargs);
+    BufferSnapshot snapshot(module, params);
+    try {
+      ParameterOverride override(module, params);
+      return call(module, method, o.args, o.kwargs);
+    } catch (...) {
+      snapshot.restore();
+      throw;
+    }
   }
 
   std::map<std::string, Value> per_set;
@@ -424,6 +446,7 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
       };
       out = vmap_call(f, vargs, vo, blocks.concurrent);
     }
+    if (nb > 1) write_back_buffers(module, params, flat);
     return nb == 1 ? out : unflatten_outputs(out, batch_size);
   } catch (...) {
     snapshot.restore();

@@ -75,7 +75,10 @@ bool any_batched(std::span<const Batched> in) {
 
 Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_size) {
   int64_t batch = idx_front.size(0);
-  Tensor idx = idx_front.to(kInt64);
+  const Tensor& idx = idx_front;
+  if (idx.dtype() != DType::Int64)  // a float index must not be truncated into a row
+    throw_error<TypeError>("[", op, "] indices must be int64, got ", idx.dtype(),
+                           " of per-set shape ", Shape(idx.shape().begin() + 1, idx.shape().end()));
   Shape off_shape(idx.dim(), 1);
   off_shape[0] = batch;
   Tensor offsets = mul(arange(static_cast<double>(batch), kInt64),

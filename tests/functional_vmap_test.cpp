@@ -816,7 +816,40 @@ TEST_CASE("buffers updated through params whose batch dims cannot be viewed as o
   }
 }
 
-TEST_CASE("non-Tensor outputs and float indices raise, batched and in a loop") {
+namespace {
+// methods with string and int arguments, and one returning a number beside a tensor
+struct Tagger : nn::Module {
+  nn::Param w;
+  Tagger() {
+    w = register_parameter("w", ones({2}));
+    register_method("forward", &Tagger::forward, {"input", "mode", "times"});
+    register_method("with_count", &Tagger::with_count, {"input"});
+  }
+  Tensor forward(const Tensor& input, std::string mode, int times) {
+    return mode == "scale" ? input * w * static_cast<double>(times) : input * w;
+  }
+  Value with_count(const Tensor& input) { return ValueList{Value(input * w), Value(3.0)}; }
+};
+}  // namespace
+
+TEST_CASE("bound methods take strings and ints; a number output raises, batched and looped") {
+  std::vector<std::shared_ptr<nn::Module>> ts{std::make_shared<Tagger>(),
+                                              std::make_shared<Tagger>()};
+  TensorDict params = TensorDict::from_modules(ts);
+  Tensor x = ones({2});
+  for (bool loop : {false, true}) {
+    Value y = functional_vmap(*ts[0], {.params = params, .args = {x, "scale", 3}, .loop = loop});
+    CHECK(y.tensor().to_vector<float>() == std::vector<float>(4, 3.0f));
+    CHECK_THROWS_AS(functional_vmap(*ts[0], {.params = params, .args = {x, "scale", 1.5}}),
+                    TypeError);  // times is an int
+    CHECK_THROWS_AS(
+        functional_vmap(*ts[0], {.params = params, .args = {x}, .method = "with_count",
+                                 .loop = loop}),
+        ValueError);
+  }
+}
+
+TEST_CASE("float indices raise, batched and in a loop") {
   std::vector<std::shared_ptr<nn::Module>> embs{std::make_shared<nn::Embedding>(4, 2),
                                                 std::make_shared<nn::Embedding>(4, 2)};
   TensorDict params = TensorDict::from_modules(embs);

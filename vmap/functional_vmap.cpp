@@ -195,17 +195,23 @@ bool same_bytes(const Tensor& a, const Tensor& b) {
   return n == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), n) == 0;
 }
 
+// fn(key, tensor) for each of the module's buffers that params holds.
+template <class F>
+void for_each_buffer(const Module& module, const TensorDict& params, F&& fn) {
+  for (const auto& [key, _] : module.named_buffers())
+    if (params.contains(key)) fn(key, params.get(key));
+}
+
 // Buffers may be updated in place (BatchNorm running stats in training, in any submodule, or a
 // user's module in eval); keep a copy to put back if the module throws, so a failed call
 // leaves params as they were.
 struct BufferSnapshot {
   std::vector<std::pair<Tensor, Tensor>> saved;  // (target, copy)
   BufferSnapshot(const Module& module, const TensorDict& params) {
-    for (const auto& [key, _] : module.named_buffers())
-      if (params.contains(key)) {
-        Tensor t = own_memory(params.get(key));
-        saved.emplace_back(t, t.clone());
-      }
+    for_each_buffer(module, params, [&](const std::string&, const Tensor& b) {
+      Tensor t = own_memory(b);
+      saved.emplace_back(t, t.clone());
+    });
   }
   void restore() {
     for (auto& [target, copy] : saved) target.copy_(copy);
@@ -215,13 +221,11 @@ struct BufferSnapshot {
 // Flattening params' batch dims copies a leaf they cannot be viewed as one dim in (sets laid
 // out transposed): the buffers the sets updated in that copy go back to params.
 void write_back_buffers(const Module& module, const TensorDict& params, const TensorDict& flat) {
-  for (const auto& [key, _] : module.named_buffers()) {
-    if (!params.contains(key)) continue;
-    Tensor target = params.get(key);
+  for_each_buffer(module, params, [&](const std::string& key, Tensor target) {
     const Tensor updated = flat.get(key);
     if (updated.storage() != target.storage())
       target.copy_(updated.unflatten(0, params.batch_size()));
-  }
+  });
 }
 
 // Leaves every set shares (stride 0 along the sets): a loop hands each set the same memory, so

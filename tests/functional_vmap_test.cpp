@@ -709,9 +709,10 @@ TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffe
   for (bool root_training : {true, false}) {
     auto make = [&] {
       // the last Linear expects 7 features but gets 6: it throws after BatchNorm ran
-      auto seq = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
-          std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6),
-          std::make_shared<nn::Linear>(7, 2)});
+      auto seq =
+          std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+              std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::BatchNorm1d>(6),
+              std::make_shared<nn::Linear>(7, 2)});
       seq->train(root_training);
       (*seq)[1]->train();
       return std::shared_ptr<nn::Module>(seq);

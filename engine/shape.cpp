@@ -36,7 +36,11 @@ Strides contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
-    acc *= s[i] > 1 ? s[i] : 1;
+    // wraps (unsigned, so defined) only for an empty tensor with huge other dims, such as
+    // [0, 2^62, 4]: check_sizes refuses an overflowing element count otherwise; PyTorch's
+    // strides wrap there too
+    acc = static_cast<int64_t>(static_cast<uint64_t>(acc) *
+                               static_cast<uint64_t>(s[i] > 1 ? s[i] : 1));
   }
   return st;
 }

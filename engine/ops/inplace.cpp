@@ -34,16 +34,21 @@ void check_broadcasts_to(const char* op, const Tensor& self, const Tensor& other
                             " of the tensor written in place");
 }
 
-std::vector<Tensor> binary_inplace(const char* op, kernels::BinaryKind kind,
-                                   std::span<const Tensor> in) {
-  const Tensor& self = in[0];
-  Tensor other = in[1];
+// What an in-place binary op needs of self: other broadcasts to it, the op's result type casts
+// to its dtype, and every element has its own memory.
+void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
   check_broadcasts_to(op, self, other);
-  DType result = promote_types(self.dtype(), other.dtype());
   if (!can_cast(result, self.dtype()))
     throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
                            " can't be cast to the desired output type ", dtype_name(self.dtype()));
   check_writable(op, self);
+}
+
+std::vector<Tensor> binary_inplace(const char* op, kernels::BinaryKind kind,
+                                   std::span<const Tensor> in) {
+  const Tensor& self = in[0];
+  Tensor other = in[1];
+  check_inplace(op, self, other, promote_types(self.dtype(), other.dtype()));
   if (other.shares_storage(self)) other = other.clone();  // reads must not see our writes
   if (self.numel() > 0) kernels::binary_inplace(kind, self, other.to(self.dtype()));
   return {self};
@@ -97,19 +102,15 @@ Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrap_scalar(other, 
 
 namespace {
 
-// self = op(self, other) for ops without an in-place kernel: the same checks as add_, then the
+// self = op(self, other) for ops without an in-place kernel: add_'s checks, then the
 // out-of-place result is copied in.
 template <class F>
 Tensor& assign_result(const char* op, Tensor& self, const Tensor& other, bool true_div, F f) {
   if (!self.defined() || !other.defined())
     throw_error<ValueError>("[", op, "] got an undefined tensor");
-  check_broadcasts_to(op, self, other);
   DType result = result_type({self, other});
   if (true_div && !is_floating(result)) result = DType::Float32;
-  if (!can_cast(result, self.dtype()))
-    throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
-                           " can't be cast to the desired output type ", dtype_name(self.dtype()));
-  check_writable(op, self);
+  check_inplace(op, self, other, result);
   return copy_(self, f(self, other));
 }
 

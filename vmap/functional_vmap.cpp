@@ -398,18 +398,7 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
 
   // params' structure and per-set shapes are checked by ParameterOverride, before the module
   // runs on any set.
-  if (nb == 0) {  // one plain call with params
-    BufferSnapshot snapshot(module, params);
-    try {
-      ParameterOverride override(module, params);
-      return call(module, method, o.args, o.kwargs);
-    } catch (...) {
-      snapshot.restore();
-      throw;
-    }
-  }
-
-  std::map<std::string, Value> per_set;
+  std::map<std::string, Value> per_set;  // empty without batch dims (checked above)
   for (const auto& [key, dim] : o.in_dims) {
     const Value& v = o.kwargs.at(key);
     if (!first_tensor(v))
@@ -418,11 +407,15 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
                               " that can index params.batch_size ", batch_size);
     per_set[key] = per_set_value(key, v, dim, batch_size);
   }
-  TensorDict flat = nb == 1 ? params : params.flatten_batch();
-  int64_t batch = flat.batch_size()[0];
+  TensorDict flat = nb <= 1 ? params : params.flatten_batch();
   BufferSnapshot snapshot(module, flat);
 
   try {
+    if (nb == 0) {  // one plain call with params
+      ParameterOverride override(module, flat);
+      return call(module, method, o.args, o.kwargs);
+    }
+    const int64_t batch = flat.batch_size()[0];
     Value out;
     if (o.loop && batch > 0) {
       out = run_loop(module, method, flat, o.args, o.kwargs, per_set, batch);

@@ -58,7 +58,7 @@ ShowLevelsScope::ShowLevelsScope(int level) : saved_(g_visible) {
 }
 ShowLevelsScope::~ShowLevelsScope() { g_visible = saved_; }
 
-Tensor add_batch_tag(const Tensor& t, int level, int64_t dim) {
+Tensor add_batch_tag(const Tensor& t, int level, int64_t dim, int64_t start, int64_t length) {
   const TensorImpl& src = t.impl();
   int64_t d = normalize_dim("add_batch_tag", dim, static_cast<int64_t>(src.shape().size()));
   // logical dim d -> physical dim: the d-th untagged physical dim
@@ -76,6 +76,14 @@ Tensor add_batch_tag(const Tensor& t, int level, int64_t dim) {
   for (const auto& bt : impl->tags)
     if (bt.level == level)
       throw_error<RuntimeError>("[add_batch_tag] tensor already batched at level ", level);
+  if (length >= 0) {
+    const int64_t n = impl->pshape[pdim];
+    if (start < 0 || start + length > n)
+      throw_error<IndexError>("[add_batch_tag] range [", start, ", ", start + length,
+                              ") out of range for dim ", d, " of shape ", src.shape());
+    if (start < n) impl->offset += start * impl->pstrides[pdim];
+    impl->pshape[pdim] = length;
+  }
   impl->tags.push_back({level, pdim});
   std::sort(impl->tags.begin(), impl->tags.end(),
             [](const BatchTag& a, const BatchTag& b) { return a.level < b.level; });

@@ -61,7 +61,10 @@ class ShowLevelsScope {
 };
 
 // Tags logical dim `dim` of t as the batch dim of `level` (t must carry only lower levels).
-Tensor add_batch_tag(const Tensor& t, int level, int64_t dim);
+// With a length >= 0, only [start, start + length) of that dim, as one view: vmap's chunks of
+// an input, without a narrow op per leaf and chunk.
+Tensor add_batch_tag(const Tensor& t, int level, int64_t dim, int64_t start = 0,
+                     int64_t length = -1);
 // Removes level's tag; the returned bdim is that dim's position among value's logical dims.
 Batched remove_batch_tag(const Tensor& t, int level);
 // True if t carries a tag for level.

@@ -45,12 +45,10 @@ Strides contiguous_strides(const Shape& s) {
   return st;
 }
 
-int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
-  int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dim 0 and -1, as in PyTorch
-  if (dim < -n || dim >= n)
-    throw_error<IndexError>("[", op, "] dim ", dim, " out of range for a tensor of ", ndim,
-                            " dims (expected -", n, " <= dim < ", n, ")");
-  return dim < 0 ? dim + n : dim;
+void throw_dim_out_of_range(const char* op, int64_t dim, int64_t ndim) {
+  const int64_t n = ndim == 0 ? 1 : ndim;
+  throw_error<IndexError>("[", op, "] dim ", dim, " out of range for a tensor of ", ndim,
+                          " dims (expected -", n, " <= dim < ", n, ")");
 }
 
 int64_t normalize_insert_dim(const char* op, int64_t dim, int64_t ndim) {

@@ -28,7 +28,13 @@ std::string shape_str(const Shape& s);
 int64_t shape_numel(const Shape& s);
 Strides contiguous_strides(const Shape& s);
 // Wraps a possibly negative dim into [0, ndim); IndexError naming op otherwise.
-int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim);
+// Inline: every size(d), view and rule asks; only the error is out of line.
+[[noreturn]] void throw_dim_out_of_range(const char* op, int64_t dim, int64_t ndim);
+inline int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
+  const int64_t n = ndim == 0 ? 1 : ndim;  // a 0-d tensor accepts dim 0 and -1, as in PyTorch
+  if (dim < -n || dim >= n) throw_dim_out_of_range(op, dim, ndim);
+  return dim < 0 ? dim + n : dim;
+}
 // As normalize_dim for an insertion position (unsqueeze): range [0, ndim].
 int64_t normalize_insert_dim(const char* op, int64_t dim, int64_t ndim);
 // NumPy broadcasting; ValueError naming op and both shapes when they do not broadcast.

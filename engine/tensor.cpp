@@ -58,13 +58,10 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return from_storage(std::move(storage), dtype, shape, contiguous_strides(shape));
 }
 
-const TensorImpl& Tensor::impl() const {
-  if (!impl_) throw_error<RuntimeError>("[tensor] use of an undefined tensor");
-  return *impl_;
+void Tensor::throw_undefined() {
+  throw_error<RuntimeError>("[tensor] use of an undefined tensor");
 }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim("size", d, dim())]; }
-int64_t Tensor::stride(int64_t d) const { return strides()[normalize_dim("stride", d, dim())]; }
 
 bool Tensor::is_contiguous() const {
   const auto& s = shape();

@@ -58,8 +58,8 @@ class Tensor {
   const Shape& sizes() const { return shape(); }
   const Strides& strides() const { return impl().strides(); }
   int64_t dim() const { return static_cast<int64_t>(shape().size()); }
-  int64_t size(int64_t d) const;
-  int64_t stride(int64_t d) const;
+  int64_t size(int64_t d) const { return shape()[normalize_dim("size", d, dim())]; }
+  int64_t stride(int64_t d) const { return strides()[normalize_dim("stride", d, dim())]; }
   int64_t numel() const { return shape_numel(shape()); }
   DType dtype() const { return impl().dtype; }
   int64_t offset() const { return impl().offset; }
@@ -79,7 +79,10 @@ class Tensor {
   int max_level() const { return is_batched() ? impl_->tags.back().level : 0; }
   const Shape& physical_shape() const { return impl().pshape; }
   const Strides& physical_strides() const { return impl().pstrides; }
-  const TensorImpl& impl() const;
+  const TensorImpl& impl() const {
+    if (!impl_) throw_undefined();
+    return *impl_;
+  }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
 
   // views (share storage, never copy)
@@ -196,6 +199,7 @@ class Tensor {
   std::vector<T> to_vector() const;
 
  private:
+  [[noreturn]] static void throw_undefined();
   std::shared_ptr<TensorImpl> impl_;
 };
 

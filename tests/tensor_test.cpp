@@ -285,6 +285,27 @@ TEST_CASE("printing a batched tensor") {
                  ", bdim=1, value=tensor([[1., 2.],\n        [3., 4.]]))");
 }
 
+TEST_CASE("add_batch_tag with a range tags that part of the dim, under an outer level too") {
+  VmapLevelScope outer(2, Randomness::Error);
+  Tensor x = arange(30).reshape({2, 5, 3});  // x[o][i][j] = 15 o + 3 i + j
+  Tensor b = add_batch_tag(x, outer.level(), 0);
+  VmapLevelScope inner(3, Randomness::Error);
+  Tensor c = add_batch_tag(b, inner.level(), 0, 1, 3);  // rows 1..3 of each outer set
+  CHECK(c.shape() == Shape{3});
+  Batched in = remove_batch_tag(c, inner.level());
+  Batched out = remove_batch_tag(in.value, outer.level());
+  REQUIRE(out.value.shape() == Shape{2, 3, 3});
+  std::vector<int64_t> want;
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t i = 1; i < 4; ++i)
+      for (int64_t j = 0; j < 3; ++j) want.push_back(15 * o + 3 * i + j);
+  CHECK(out.value.contiguous().to_vector<int64_t>() == want);
+  CHECK(add_batch_tag(x, inner.level(), 2, 3, 0).shape() == Shape{2, 5});  // empty part
+  CHECK_THROWS_WITH_AS(add_batch_tag(x, inner.level(), 1, 3, 3),
+                       doctest::Contains("[add_batch_tag] range [3, 6) out of range for dim 1"),
+                       IndexError);
+}
+
 TEST_CASE("arange infers its dtype from the bound types, as torch.arange") {
   Tensor q = arange(0, 1, 0.25);
   CHECK(q.dtype() == kFloat32);

@@ -256,8 +256,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
       inner.push_back(map_in(
           args[i], *in_dims[i], i,
           [&](const Tensor& t, int64_t d) {
-            Tensor part = chunked ? t.narrow(d, start, n) : t;
-            return add_batch_tag(part, lv, d);
+            return chunked ? add_batch_tag(t, lv, d, start, n) : add_batch_tag(t, lv, d);
           },
           true));
     }

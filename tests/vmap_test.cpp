@@ -378,6 +378,15 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
         return conv2d(x1, ones({2, 1, 1, 1}), b);
       },
       randn({3, 1, 2}), "[conv2d] bias of per-set shape [1, 2]");
+  // stacked weights fold the sets into the groups: the message names one set's weight
+  // ([3, 2, 3, 3]), not the folded [9, 2, 3, 3]
+  Tensor x455 = randn({4, 5, 5});
+  refused_both([&](Tensor w) { return conv2d(x455, w); }, randn({3, 3, 2, 3, 3}),
+               "[conv2d] input of per-set shape [4, 5, 5] and weight of per-set shape "
+               "[3, 2, 3, 3] do not match with groups=1");
+  refused_both([](Tensor t) { return conv2d(t, ones({1, 2, 3, 3})); }, randn({3, 2, 2, 2}),
+               "[conv2d] kernel of per-set shape [1, 2, 3, 3] (with dilation) is larger than "
+               "the padded input of per-set shape [2, 2, 2]");
   refused_both(
       [](Tensor t) {
         return matmul(t, ones({5, 2}));

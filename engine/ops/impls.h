@@ -28,6 +28,11 @@ void check_batch_norm(const char* kind, const Shape& x, const Shape* rm, const S
 void check_channels(const char* op, const char* what, const Shape* t, int64_t c, const char* kind,
                     const Shape& xs);
 
+// conv2d's shape checks on x [C, H, W] or [N, C, H, W], weight and bias (null if absent),
+// per-set shapes in its vmap rule, which folds the sets into N or the groups.
+void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape* b,
+                  const OpAttrs& a);
+
 // select's check of dim and index on a (per-set, `kind`) shape; returns the normalised dim.
 int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind);
 

@@ -367,6 +367,49 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   return {out};
 }
 
+namespace {
+// conv2d's geometry and shape checks on x [C, H, W] or [N, C, H, W] (rank checked by the
+// caller), w and b's (per-set, `kind`) shapes.
+ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, const Shape* b,
+                   const OpAttrs& a) {
+  if (w.size() != 4)
+    throw_error<ValueError>("[conv2d] weight must be 4-D [out, in/groups, kh, kw], got ", kind,
+                            " ", w);
+  ConvGeom g{};
+  g.stride = pair_param("conv2d", "stride", a.stride.empty() ? IntList{1} : a.stride, 1);
+  g.pad = pair_param("conv2d", "padding", a.padding.empty() ? IntList{0} : a.padding, 0);
+  g.dil = pair_param("conv2d", "dilation", a.dilation.empty() ? IntList{1} : a.dilation, 1);
+  g.groups = a.groups;
+  const size_t r = x.size();
+  g.n = r == 4 ? x[0] : 1;
+  g.cin = x[r - 3];
+  g.h = x[r - 2];
+  g.w = x[r - 1];
+  g.cout = w[0];
+  g.kh = w[2];
+  g.kw = w[3];
+  if (g.groups < 1) throw_error<ValueError>("[conv2d] groups must be >= 1, got ", g.groups);
+  if (g.cin % g.groups != 0 || g.cout % g.groups != 0 || w[1] * g.groups != g.cin)
+    throw_error<ValueError>("[conv2d] input of ", kind, " ", x, " and weight of ", kind, " ", w,
+                            " do not match with groups=", g.groups,
+                            " (expected weight [out, in/groups, kh, kw], out divisible by groups)");
+  check_channels("conv2d", "bias", b, g.cout, kind, x);
+  const int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.kh - 1) - 1;
+  const int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.kw - 1) - 1;
+  if (ny < 0 || nx < 0)
+    throw_error<ValueError>("[conv2d] kernel of ", kind, " ", w,
+                            " (with dilation) is larger than the padded input of ", kind, " ", x);
+  g.oh = ny / g.stride[0] + 1;
+  g.ow = nx / g.stride[1] + 1;
+  return g;
+}
+}  // namespace
+
+void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape* b,
+                  const OpAttrs& a) {
+  conv_geom(kind, x, w, b, a);
+}
+
 std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
   const Tensor& w = in[1];
@@ -375,35 +418,7 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
   check_floating("conv2d", x);
   check_same_dtype("conv2d", x, w, "weight");
   check_same_dtype("conv2d", x, b, "bias");
-  if (w.dim() != 4)
-    throw_error<ValueError>("[conv2d] weight must be 4-D [out, in/groups, kh, kw], got ",
-                            w.shape());
-  ConvGeom g{};
-  g.stride = pair_param("conv2d", "stride", a.stride.empty() ? IntList{1} : a.stride, 1);
-  g.pad = pair_param("conv2d", "padding", a.padding.empty() ? IntList{0} : a.padding, 0);
-  g.dil = pair_param("conv2d", "dilation", a.dilation.empty() ? IntList{1} : a.dilation, 1);
-  g.groups = a.groups;
-  g.n = x4.size(0);
-  g.cin = x4.size(1);
-  g.h = x4.size(2);
-  g.w = x4.size(3);
-  g.cout = w.size(0);
-  g.kh = w.size(2);
-  g.kw = w.size(3);
-  if (g.groups < 1) throw_error<ValueError>("[conv2d] groups must be >= 1, got ", g.groups);
-  if (g.cin % g.groups != 0 || g.cout % g.groups != 0 || w.size(1) * g.groups != g.cin)
-    throw_error<ValueError>("[conv2d] input of shape ", x.shape(), " and weight of shape ",
-                            w.shape(), " do not match with groups=", g.groups,
-                            " (expected weight [out, in/groups, kh, kw], out divisible by groups)");
-  check_channels("conv2d", "bias", shape_or_null(b), g.cout, "shape", x.shape());
-  const int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.kh - 1) - 1;
-  const int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.kw - 1) - 1;
-  if (ny < 0 || nx < 0)
-    throw_error<ValueError>("[conv2d] kernel of shape ", w.shape(),
-                            " (with dilation) is larger than the padded input of shape ",
-                            x.shape());
-  g.oh = ny / g.stride[0] + 1;
-  g.ow = nx / g.stride[1] + 1;
+  const ConvGeom g = conv_geom("shape", x.shape(), w.shape(), shape_or_null(b), a);
   const int64_t ckk = (g.cin / g.groups) * g.kh * g.kw, l = g.n * g.oh * g.ow;
   const int64_t og = g.cout / g.groups;
 

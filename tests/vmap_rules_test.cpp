@@ -39,11 +39,20 @@ TEST_CASE("rule helpers: moving, folding and padding the batch dim") {
 }
 
 TEST_CASE("rule helpers: offset indices check the range") {
+  std::vector<int64_t> bad;
+  auto raise = [&](int64_t v) {
+    bad.push_back(v);
+    throw IndexError("out of range");
+  };
   Tensor idx = tensor<int64_t>({0, 2, 1, 1}, {2, 2});
-  Tensor off = offset_indices("embedding", idx, 3);
+  Tensor off = offset_indices("embedding", idx, 3, raise);
   CHECK(off.to_vector<int64_t>() == std::vector<int64_t>{0, 2, 4, 4});
-  CHECK_THROWS_AS(offset_indices("embedding", tensor<int64_t>({0, 3}, {2, 1}), 3), IndexError);
-  CHECK_THROWS_AS(offset_indices("embedding", tensor<int64_t>({-1, 0}, {2, 1}), 3), IndexError);
+  CHECK(bad.empty());
+  CHECK_THROWS_AS(offset_indices("embedding", tensor<int64_t>({0, 3}, {2, 1}), 3, raise),
+                  IndexError);
+  CHECK_THROWS_AS(offset_indices("embedding", tensor<int64_t>({-1, 0}, {2, 1}), 3, raise),
+                  IndexError);
+  CHECK(bad == std::vector<int64_t>{3, -1});
 }
 
 TEST_CASE("rules: ensure_batch_rules fills every built-in slot and is idempotent") {

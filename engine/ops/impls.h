@@ -33,6 +33,11 @@ void check_channels(const char* op, const char* what, const Shape* t, int64_t c,
 void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape* b,
                   const OpAttrs& a);
 
+// max/avg_pool2d's checks of their parameters against x [C, H, W] or [N, C, H, W] (with
+// dilation: max_pool2d), per-set shapes in their vmap rule, which folds the sets into N.
+void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
+                  bool with_dilation);
+
 // select's check of dim and index on a (per-set, `kind`) shape; returns the normalised dim.
 int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind);
 

@@ -179,7 +179,9 @@ struct PoolGeom {
   std::array<int64_t, 2> k, stride, pad, dil;
 };
 
-PoolGeom pool_geom(const char* op, const Tensor& x4, const OpAttrs& a, bool with_dilation) {
+// x: [C, H, W] or [N, C, H, W] (rank checked by the caller), a (per-set, `kind`) shape.
+PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
+                   bool with_dilation) {
   PoolGeom g{};
   g.k = pair_param(op, "kernel_size", a.sizes, 1);
   g.stride = a.stride.empty() ? g.k : pair_param(op, "stride", a.stride, 1);
@@ -192,14 +194,15 @@ PoolGeom pool_geom(const char* op, const Tensor& x4, const OpAttrs& a, bool with
       throw_error<ValueError>("[", op,
                               "] padding should be at most half of kernel size, got padding ",
                               a.padding, " and kernel_size ", a.sizes);
-  g.n = x4.size(0);
-  g.c = x4.size(1);
-  g.h = x4.size(2);
-  g.w = x4.size(3);
+  const size_t r = x.size();
+  g.n = r == 4 ? x[0] : 1;
+  g.c = x[r - 3];
+  g.h = x[r - 2];
+  g.w = x[r - 1];
   int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.k[0] - 1) - 1;
   int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.k[1] - 1) - 1;
   if (ny < 0 || nx < 0)
-    throw_error<ValueError>("[", op, "] input of shape ", x4.shape(), " is too small for kernel ",
+    throw_error<ValueError>("[", op, "] input of ", kind, " ", x, " is too small for kernel ",
                             a.sizes, " with padding ", g.pad[0], "x", g.pad[1]);
   g.oh = ny / g.stride[0] + 1;
   g.ow = nx / g.stride[1] + 1;
@@ -241,7 +244,7 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
   const Tensor& x = in[0];
   Tensor x4 = as_4d(op, x);
   check_floating(op, x);
-  PoolGeom g = pool_geom(op, x4, a, is_max);
+  PoolGeom g = pool_geom(op, "shape", x.shape(), a, is_max);
   Tensor out = Tensor::empty({g.n, g.c, g.oh, g.ow}, x.dtype());
   count_kernel(KernelKind::Other);
   if (out.numel() > 0) {
@@ -404,6 +407,11 @@ ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, const Shape
   return g;
 }
 }  // namespace
+
+void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
+                  bool with_dilation) {
+  pool_geom(op, kind, x, a, with_dilation);
+}
 
 void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape* b,
                   const OpAttrs& a) {

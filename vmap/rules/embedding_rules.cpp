@@ -18,7 +18,10 @@ std::vector<Batched> embedding_rule(const RuleContext& ctx, std::span<const Batc
   Tensor wf = move_bdim_to_front(w);  // [B, E, D]
   int64_t e = wf.size(1), d = wf.size(2);
   Tensor table = wf.reshape({bsz * e, d});
-  Tensor idx_off = offset_indices("embedding", ensure_has_bdim(idx, bsz), e);
+  Tensor idx_off = offset_indices("embedding", ensure_has_bdim(idx, bsz), e, [&](int64_t v) {
+    throw_error<IndexError>("[embedding] index ", v, " is out of range for ", e,
+                            " embeddings (weight of per-set shape ", per_set_shape(w), ")");
+  });
   return one(embedding(idx_off, table), 0);
 }
 

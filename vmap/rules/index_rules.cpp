@@ -35,7 +35,10 @@ std::vector<Batched> index_select_rule(const RuleContext& ctx, std::span<const B
   bool scalar_idx = logical_rank(idx) == 0;
   if (scalar_idx) i2 = i2.unsqueeze(1);  // [B, K]
   int64_t k = i2.size(1);
-  Tensor flat = offset_indices("index_select", i2, n).reshape({bsz * k});
+  Tensor flat = offset_indices("index_select", i2, n, [&](int64_t v) {
+                  throw_error<IndexError>("[index_select] index ", v, " is out of bounds for dim ",
+                                          d, " with size ", n);
+                }).reshape({bsz * k});
   Tensor y = index_select(table, 0, flat);  // [B*K, rest]
   Shape ys{bsz, k};
   ys.insert(ys.end(), rest.begin(), rest.end());

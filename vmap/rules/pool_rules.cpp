@@ -1,4 +1,5 @@
 // Pooling: fold the batch into N.
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -13,6 +14,8 @@ std::vector<Batched> pool_rule(const RuleContext& ctx, std::span<const Batched> 
     throw_error<ValueError>("[", op_name(ctx.op),
                             "] expects a 3-D or 4-D input, got per-set shape ",
                             shape_str(per_set_shape(in[0])));
+  impl::check_pool2d(op_name(ctx.op), "per-set shape", per_set_shape(in[0]), attrs,
+                     ctx.op == OpId::max_pool2d);
   Tensor x = move_bdim_to_front(in[0]);
   if (r == 3) return one(call_op(ctx.op, {&x, 1}, attrs)[0], 0);
   Tensor x2 = x.flatten(0, 1);

@@ -73,7 +73,8 @@ bool any_batched(std::span<const Batched> in) {
   return false;
 }
 
-Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_size) {
+Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_size,
+                      const std::function<void(int64_t)>& out_of_range) {
   int64_t batch = idx_front.size(0);
   const Tensor& idx = idx_front;
   if (idx.dtype() != DType::Int64)  // a float index must not be truncated into a row
@@ -86,9 +87,7 @@ Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_siz
                        .view(off_shape);
   if (!idx.is_batched()) {
     for (int64_t v : idx.to_vector<int64_t>())
-      if (v < 0 || v >= table_size)
-        throw_error<IndexError>("[", op, "] index ", v, " is out of range for a table of size ",
-                                table_size);
+      if (v < 0 || v >= table_size) out_of_range(v);
     return add(idx, offsets);
   }
   // Still batched at lower levels: the data cannot be read here, so map a bad index to one

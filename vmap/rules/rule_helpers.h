@@ -2,6 +2,7 @@
 // functorch-style helpers for batching rules. A rule sees Batched{value, bdim}: value's logical
 // dims include the batch dim at bdim (if any); the "logical rank" is the per-set rank.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <vector>
@@ -50,8 +51,10 @@ class OptShape {
 bool any_batched(std::span<const Batched> in);
 // Adds offsets arange(B) * table_size (shaped [B, 1, ..]) to bdim-front indices [B, *], after
 // checking that each index lies in [0, table_size) (an out-of-range index would silently read
-// another set's table otherwise). op names the op in the IndexError.
-Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_size);
+// another set's table otherwise): out_of_range(index) throws the op's IndexError, naming the
+// per-set table as a call per set would. op names the op in the dtype's TypeError.
+Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_size,
+                      const std::function<void(int64_t)>& out_of_range);
 // Shorthand for a single output.
 inline std::vector<Batched> one(Tensor t, std::optional<int64_t> bdim) {
   std::vector<Batched> out;

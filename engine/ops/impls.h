@@ -38,6 +38,12 @@ void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape*
 void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
                   bool with_dilation);
 
+// The IndexError of an index outside [0, size) of dim (index_select, gather), and of one
+// outside the rows of an embedding weight of (per-set, `kind`) shape w; the vmap rules, which
+// fold the sets' tables into one, raise the same.
+void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim);
+[[noreturn]] void throw_embedding_index(int64_t v, const char* kind, const Shape& w);
+
 // select's check of dim and index on a (per-set, `kind`) shape; returns the normalised dim.
 int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind);
 

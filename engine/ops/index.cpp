@@ -13,15 +13,15 @@ void check_index_dtype(const char* op, const Tensor& index) {
                            index.shape());
 }
 
-void check_in_range(const char* op, int64_t v, int64_t size, int64_t dim) {
+}  // namespace
+
+namespace impl {
+
+void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim) {
   if (v < 0 || v >= size)
     throw_error<IndexError>("[", op, "] index ", v, " is out of bounds for dim ", dim,
                             " with size ", size);
 }
-
-}  // namespace
-
-namespace impl {
 
 std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
@@ -34,7 +34,7 @@ std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs&
   const int64_t dim = normalize_dim("index_select", a.dim, x.dim());
   const std::vector<int64_t> ids = index.to_vector<int64_t>();
   const int64_t size = x.size(dim);
-  for (int64_t v : ids) check_in_range("index_select", v, size, dim);
+  for (int64_t v : ids) check_index_in_range("index_select", v, size, dim);
   Shape shape = x.shape();
   shape[dim] = static_cast<int64_t>(ids.size());
   Tensor out = Tensor::empty(shape, x.dtype());
@@ -73,7 +73,7 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
   if (out.numel() == 0) return {out};
   const std::vector<int64_t> ids = index.to_vector<int64_t>();
   const int64_t size = nd == 0 ? 1 : x.size(dim);
-  for (int64_t v : ids) check_in_range("gather", v, size, dim);
+  for (int64_t v : ids) check_index_in_range("gather", v, size, dim);
   const Strides& st = x.strides();
   const Shape& is = index.shape();
   visit_dtype(x.dtype(), [&](auto tag) {

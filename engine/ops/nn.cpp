@@ -408,6 +408,11 @@ ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, const Shape
 }
 }  // namespace
 
+void throw_embedding_index(int64_t v, const char* kind, const Shape& w) {
+  throw_error<IndexError>("[embedding] index ", v, " is out of range for ", w[0],
+                          " embeddings (weight of ", kind, " ", w, ")");
+}
+
 void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
                   bool with_dilation) {
   pool_geom(op, kind, x, a, with_dilation);
@@ -471,9 +476,7 @@ std::vector<Tensor> embedding_impl(std::span<const Tensor> in, const OpAttrs&) {
   const int64_t e = w.size(0), d = w.size(1);
   std::vector<int64_t> ids = idx.to_vector<int64_t>();
   for (int64_t v : ids)
-    if (v < 0 || v >= e)
-      throw_error<IndexError>("[embedding] index ", v, " is out of range for ", e,
-                              " embeddings (weight of shape ", w.shape(), ")");
+    if (v < 0 || v >= e) throw_embedding_index(v, "shape", w.shape());
   Shape shape = idx.shape();
   shape.push_back(d);
   Tensor out = Tensor::empty(shape, w.dtype());

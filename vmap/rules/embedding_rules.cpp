@@ -1,5 +1,6 @@
 // embedding(indices, weight).
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -19,8 +20,7 @@ std::vector<Batched> embedding_rule(const RuleContext& ctx, std::span<const Batc
   int64_t e = wf.size(1), d = wf.size(2);
   Tensor table = wf.reshape({bsz * e, d});
   Tensor idx_off = offset_indices("embedding", ensure_has_bdim(idx, bsz), e, [&](int64_t v) {
-    throw_error<IndexError>("[embedding] index ", v, " is out of range for ", e,
-                            " embeddings (weight of per-set shape ", per_set_shape(w), ")");
+    impl::throw_embedding_index(v, "per-set shape", per_set_shape(w));
   });
   return one(embedding(idx_off, table), 0);
 }

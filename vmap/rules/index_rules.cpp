@@ -1,5 +1,6 @@
 // index_select and gather.
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -36,8 +37,7 @@ std::vector<Batched> index_select_rule(const RuleContext& ctx, std::span<const B
   if (scalar_idx) i2 = i2.unsqueeze(1);  // [B, K]
   int64_t k = i2.size(1);
   Tensor flat = offset_indices("index_select", i2, n, [&](int64_t v) {
-                  throw_error<IndexError>("[index_select] index ", v, " is out of bounds for dim ",
-                                          d, " with size ", n);
+                  impl::check_index_in_range("index_select", v, n, d);
                 }).reshape({bsz * k});
   Tensor y = index_select(table, 0, flat);  // [B*K, rest]
   Shape ys{bsz, k};

@@ -87,7 +87,10 @@ Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_siz
                        .view(off_shape);
   if (!idx.is_batched()) {
     for (int64_t v : idx.to_vector<int64_t>())
-      if (v < 0 || v >= table_size) out_of_range(v);
+      if (v < 0 || v >= table_size) {
+        out_of_range(v);
+        throw_error<IndexError>("[", op, "] index ", v, " is out of range");  // if it did not
+      }
     return add(idx, offsets);
   }
   // Still batched at lower levels: the data cannot be read here, so map a bad index to one

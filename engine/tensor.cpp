@@ -58,10 +58,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return from_storage(std::move(storage), dtype, shape, contiguous_strides(shape));
 }
 
-void Tensor::throw_undefined() {
-  throw_error<RuntimeError>("[tensor] use of an undefined tensor");
-}
-
+void Tensor::throw_undefined() { throw_error<RuntimeError>("[tensor] use of an undefined tensor"); }
 
 bool Tensor::is_contiguous() const {
   const auto& s = shape();

@@ -320,21 +320,19 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
 // remainders of 2 and 3 rows, whose tiles split the depth into even and odd steps, at odd depths,
 // columns around its two-vector panel and the narrow cases (1-4 columns as dot products, with
 // partial last vectors and row remainders, or transposed when x's rows are strided), depths
-// past its 16 KiB panel), its direct loop for tiny products, and the Eigen path, against a double loop: shared
-// and per-set operands, bias none, shared or per set, ReLU on and off, transposed storage of
-// either operand.
+// past its 16 KiB panel), its direct loop for tiny products, and the Eigen path, against a double
+// loop: shared and per-set operands, bias none, shared or per set, ReLU on and off, transposed
+// storage of either operand.
 TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive loop") {
   struct Case {
     int64_t bt, m, n, k;
   };
   // the first four and the last take the direct loop for tiny products (m * n * k <= 1024)
-  const std::vector<Case> cases = {{1, 1, 1, 1},    {2, 5, 3, 7},     {3, 6, 8, 16},
-                                   {2, 7, 9, 0},    {3, 6, 8, 32},    {2, 13, 16, 33},
-                                   {1, 12, 17, 9},  {2, 64, 4, 32},   {2, 19, 33, 300},
-                                   {1, 5, 70, 600}, {2, 300, 20, 300}, {2, 14, 20, 37},
-                                   {1, 9, 18, 64},  {1, 8, 17, 301},  {2, 70, 1, 19},
-                                   {1, 33, 2, 40},  {2, 29, 3, 41},   {1, 11, 4, 45},
-                                   {2, 130, 2, 8},  {1, 7, 9, 0}};
+  const std::vector<Case> cases = {
+      {1, 1, 1, 1},      {2, 5, 3, 7},    {3, 6, 8, 16},  {2, 7, 9, 0},     {3, 6, 8, 32},
+      {2, 13, 16, 33},   {1, 12, 17, 9},  {2, 64, 4, 32}, {2, 19, 33, 300}, {1, 5, 70, 600},
+      {2, 300, 20, 300}, {2, 14, 20, 37}, {1, 9, 18, 64}, {1, 8, 17, 301},  {2, 70, 1, 19},
+      {1, 33, 2, 40},    {2, 29, 3, 41},  {1, 11, 4, 45}, {2, 130, 2, 8},   {1, 7, 9, 0}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})

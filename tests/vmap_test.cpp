@@ -384,15 +384,21 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   refused_both([&](Tensor w) { return conv2d(x455, w); }, randn({3, 3, 2, 3, 3}),
                "[conv2d] input of per-set shape [4, 5, 5] and weight of per-set shape "
                "[3, 2, 3, 3] do not match with groups=1");
-  refused_both([](Tensor t) { return conv2d(t, ones({1, 2, 3, 3})); }, randn({3, 2, 2, 2}),
-               "[conv2d] kernel of per-set shape [1, 2, 3, 3] (with dilation) is larger than "
-               "the padded input of per-set shape [2, 2, 2]");
+  refused_both(
+      [](Tensor t) {
+        return conv2d(t, ones({1, 2, 3, 3}));
+      },
+      randn({3, 2, 2, 2}),
+      "[conv2d] kernel of per-set shape [1, 2, 3, 3] (with dilation) is larger than "
+      "the padded input of per-set shape [2, 2, 2]");
   // pooling folds the sets into N: [4 sets of [2, 2, 2]] was reported as [4, 2, 2, 2]
   refused_both([](Tensor t) { return max_pool2d(t, 3); }, randn({4, 2, 2, 2}),
                "[max_pool2d] input of per-set shape [2, 2, 2] is too small for kernel [3]");
   refused_both([](Tensor t) { return avg_pool2d(t, 3); }, randn({4, 1, 2, 2, 2}),
                "[avg_pool2d] input of per-set shape [1, 2, 2, 2] is too small for kernel [3]");
-  CHECK(has(message_of([] { max_pool2d(randn({2, 2, 2}), 3); }),
+  CHECK(has(message_of([] {
+              max_pool2d(randn({2, 2, 2}), 3);
+            }),
             "[max_pool2d] input of shape [2, 2, 2] is too small"));
   // an index past one set's table names that table (stacked tables are folded into one)
   Tensor i5 = tensor({5}).to(kInt64);
@@ -408,11 +414,9 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   auto pick = [](Tensor t, Tensor i) { return index_select(t, 1, i); };
   Tensor i7 = tensor({1, 7}).to(kInt64);
   CHECK_THROWS_WITH_AS(pick(randn({2, 4}), i7.narrow(0, 1, 1)),
-                       "[index_select] index 7 is out of bounds for dim 1 with size 4",
-                       IndexError);
+                       "[index_select] index 7 is out of bounds for dim 1 with size 4", IndexError);
   CHECK_THROWS_WITH_AS(vmap(pick)(randn({2, 2, 4}), i7.reshape({2, 1})),
-                       "[index_select] index 7 is out of bounds for dim 1 with size 4",
-                       IndexError);
+                       "[index_select] index 7 is out of bounds for dim 1 with size 4", IndexError);
   refused_both(
       [](Tensor t) {
         return matmul(t, ones({5, 2}));

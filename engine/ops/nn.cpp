@@ -376,8 +376,8 @@ namespace {
 ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, const Shape* b,
                    const OpAttrs& a) {
   if (w.size() != 4)
-    throw_error<ValueError>("[conv2d] weight must be 4-D [out, in/groups, kh, kw], got ", kind,
-                            " ", w);
+    throw_error<ValueError>("[conv2d] weight must be 4-D [out, in/groups, kh, kw], got ", kind, " ",
+                            w);
   ConvGeom g{};
   g.stride = pair_param("conv2d", "stride", a.stride.empty() ? IntList{1} : a.stride, 1);
   g.pad = pair_param("conv2d", "padding", a.padding.empty() ? IntList{0} : a.padding, 0);

@@ -27,8 +27,7 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
   if (logical_rank(w) != 4)
     throw_error<ValueError>("[conv2d] expected a 4-D weight, got per-set shape ",
                             shape_str(per_set_shape(w)));
-  impl::check_conv2d("per-set shape", per_set_shape(x), per_set_shape(w), OptShape(b).get(),
-                     attrs);
+  impl::check_conv2d("per-set shape", per_set_shape(x), per_set_shape(w), OptShape(b).get(), attrs);
   if (bsz == 0) {
     // nothing to fold (groups * 0 is invalid): the per-set output shape, with no sets
     auto per_set = [](const Batched& p) {

@@ -1003,9 +1003,13 @@ TEST_CASE(
           *bn,
           {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}, .loop = loop});
     });
-    // the loop names the key; the batched call, the in-place op that met the expanded tensor
+    // the loop names the key it compared; the batched call, the in-place op that met the
+    // expanded tensor and the shared buffers (not the shared weight and bias, which no set writes)
     CHECK(m.find(loop ? "'running_mean' of shape [2]" : "cannot write into an expanded tensor") !=
           std::string::npos);
+    if (!loop)
+      CHECK(m.find("clone it first: params' 'running_mean', 'running_var', 'num_batches_tracked' "
+                   "are shared by every set (stacked with stride 0") != std::string::npos);
     CHECK_THROWS_AS(
         functional_vmap(
             *bn,

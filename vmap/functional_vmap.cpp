@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <string>
+#include <string_view>
 #include <typeindex>
 
 #include "engine/batching.h"
@@ -255,6 +257,30 @@ struct SharedLeaves {
   }
 };
 
+// The batched call meets a write into a leaf every set shares as a write into an expanded
+// tensor, which cannot say which entry it was: rethrow naming the shared buffers (what modules
+// write), or every shared leaf if no buffer is one.
+void name_shared_write(const RuntimeError& e, const Module& module, const TensorDict& flat) {
+  if (std::string_view(e.what()).find("cannot write into an expanded tensor") ==
+      std::string_view::npos)
+    return;
+  auto shared = [](const Tensor& t) { return t.dim() > 0 && t.size(0) > 1 && t.stride(0) == 0; };
+  std::vector<std::string> keys;
+  for_each_buffer(module, flat, [&](const std::string& key, const Tensor& t) {
+    if (shared(t)) keys.push_back(key);
+  });
+  if (keys.empty())
+    for (const auto& [key, t] : flat.leaves())
+      if (shared(t)) keys.push_back(key);
+  if (keys.empty()) return;
+  std::string names;
+  for (const auto& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";
+  throw_error<RuntimeError>("[functional_vmap] ", e.what(), ": params' ", names,
+                            keys.size() > 1 ? " are" : " is",
+                            " shared by every set (stacked with stride 0, as from_modules with "
+                            "expand_identical does)");
+}
+
 Value run_loop(const Module& module, const std::string& method, const TensorDict& params,
                const ValueList& args, const ValueDict& kwargs,
                const std::map<std::string, Value>& per_set, int64_t batch) {
@@ -441,7 +467,12 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
         ParameterOverride override(module, a[0].tensordict());
         return call(module, method, o.args, kw);
       };
-      out = vmap_call(f, vargs, vo, blocks.concurrent);
+      try {
+        out = vmap_call(f, vargs, vo, blocks.concurrent);
+      } catch (const RuntimeError& e) {
+        name_shared_write(e, module, flat);
+        throw;
+      }
     }
     if (nb > 1) write_back_buffers(module, params, flat);
     return nb == 1 ? out : unflatten_outputs(out, batch_size);

@@ -15,11 +15,12 @@
   /* Unary: gelu flag = tanh approx; clamp alpha/beta + has_min/has_max; to_dtype */   \
   X(neg, Unary) X(abs, Unary) X(exp, Unary) X(log, Unary) X(sqrt, Unary)                \
   X(rsqrt, Unary) X(tanh, Unary) X(sigmoid, Unary) X(relu, Unary) X(gelu, Unary)        \
-  X(logical_not, Unary) X(clamp, Unary) X(to_dtype, Unary)                              \
+  X(logical_not, Unary) X(bitwise_not, Unary) X(clamp, Unary) X(to_dtype, Unary)        \
   /* Binary, broadcasting */                                                           \
   X(add, Binary) X(sub, Binary) X(mul, Binary) X(div, Binary) X(pow, Binary)            \
   X(maximum, Binary) X(minimum, Binary) X(eq, Binary) X(ne, Binary) X(lt, Binary)       \
   X(le, Binary) X(gt, Binary) X(ge, Binary) X(logical_and, Binary) X(logical_or, Binary) \
+  X(bitwise_and, Binary) X(bitwise_or, Binary) X(bitwise_xor, Binary)                 \
   X(where, Ternary)                                                                    \
   /* Reduce: dims (empty = all), keepdim, flag = unbiased (var, std) */                \
   X(sum, Reduce) X(mean, Reduce) X(var, Reduce) X(std, Reduce) X(amax, Reduce)          \

@@ -75,8 +75,8 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-// Bitwise ops (a & b, a | b, a ^ b, ~a) of bool tensors. Float tensors raise TypeError as in
-// PyTorch; int64 tensors raise TypeError too (no integer bitwise kernel yet).
+// Bitwise ops (a & b, a | b, a ^ b, ~a) of bool and int64 tensors (bool with int64 promotes to
+// int64); floating tensors raise TypeError as in PyTorch.
 Tensor bitwise_and(const Tensor& a, const Tensor& b);
 Tensor bitwise_or(const Tensor& a, const Tensor& b);
 Tensor bitwise_xor(const Tensor& a, const Tensor& b);

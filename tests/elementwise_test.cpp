@@ -408,7 +408,17 @@ TEST_CASE("comparison, bitwise and where operators with scalars") {
   CHECK((a & b).dtype() == kBool);
   check_throws_naming_op<TypeError>([&] { (void)(x & x); }, "bitwise_and");
   check_throws_naming_op<TypeError>([&] { (void)(~x); }, "bitwise_not");
-  check_throws_naming_op<TypeError>([&] { (void)(a | arange(4)); }, "bitwise_or");
+  check_throws_naming_op<TypeError>([&] { (void)(x ^ y); }, "bitwise_xor");
+  // int64, by hand (two's complement); bool with int64 promotes to int64, as in PyTorch
+  using I = std::vector<int64_t>;
+  Tensor p = tensor<int64_t>({12, 10, -1, 0}, {4}), q = tensor<int64_t>({10, 6, 5, 7}, {4});
+  CHECK((p & q).to_vector<int64_t>() == I{8, 2, 5, 0});
+  CHECK((p | q).to_vector<int64_t>() == I{14, 14, -1, 7});
+  CHECK((p ^ q).to_vector<int64_t>() == I{6, 12, -6, 7});
+  CHECK((~p).to_vector<int64_t>() == I{-13, -11, 0, -1});
+  CHECK((p & q).dtype() == kInt64);
+  CHECK((a | arange(4)).to_vector<int64_t>() == I{1, 1, 2, 3});
+  CHECK((a | arange(4)).dtype() == kInt64);
 
   Tensor w = where(a, 1.0, 0.0);
   CHECK(w.dtype() == kFloat32);

@@ -106,6 +106,12 @@ std::vector<Case> make_cases() {
       },
       [](const Tensors& x) { return logical_not(x[0]); }, Kind::Exact);
   add_case(
+      OpId::bitwise_not, "bitwise_not",
+      [](int64_t i) {
+        return Tensors{ints({2, 3}, i, 9)};
+      },
+      [](const Tensors& x) { return bitwise_not(x[0]); }, Kind::Exact);
+  add_case(
       OpId::clamp, "clamp", one({2, 3}), [](const Tensors& x) { return clamp(x[0], -0.3, 0.4); },
       Kind::Exact);
   add_case(
@@ -161,6 +167,21 @@ std::vector<Case> make_cases() {
         return Tensors{bools({2, 3}, i), bools({2, 3}, i + 1)};
       },
       [](const Tensors& x) { return logical_or(x[0], x[1]); }, Kind::Exact);
+  for (auto [op, name] :
+       std::vector<std::pair<OpId, std::string>>{{OpId::bitwise_and, "bitwise_and"},
+                                                 {OpId::bitwise_or, "bitwise_or"},
+                                                 {OpId::bitwise_xor, "bitwise_xor"}}) {
+    OpId o = op;
+    add_case(
+        op, name,
+        [](int64_t i) {
+          return Tensors{ints({2, 3}, i, 9), ints({3}, i + 1, 9)};
+        },
+        [o](const Tensors& x) {
+          return call_op1(o, {x[0], x[1]}, no_attrs());
+        },
+        Kind::Exact);
+  }
   add_case(
       OpId::where, "where",
       [](int64_t i) {

@@ -12,14 +12,16 @@ namespace td::kernels {
 // dst (any strides, dst.shape() == src.shape() after broadcasting src) = src cast to dst's dtype.
 void copy_into(const Tensor& src, const Tensor& dst);
 
+// BitNot: bool and int64 only
 enum class UnaryKind { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, GeluTanh,
-                       LogicalNot };
+                       LogicalNot, BitNot };
 // Result dtype `out_dtype`; computation in the promoted floating type where needed.
 Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype);
 Tensor clamp(const Tensor& x, double lo, double hi, bool has_lo, bool has_hi);
 
+// Bit*: bool and int64 only
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
-                        LogicalAnd, LogicalOr };
+                        LogicalAnd, LogicalOr, BitAnd, BitOr, BitXor };
 // Comparisons and logical ops: their result is bool.
 bool is_predicate(BinaryKind kind);
 // Broadcasting; both inputs are first cast to compute_dtype, the result has out_dtype.

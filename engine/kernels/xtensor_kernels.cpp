@@ -147,6 +147,7 @@ T apply_unary(UnaryKind k, T v) {
   if constexpr (std::is_same_v<T, bool>) {
     switch (k) {
       case UnaryKind::LogicalNot:
+      case UnaryKind::BitNot:
         return !v;
       default:
         return v;  // abs, relu of bool are identities
@@ -159,6 +160,8 @@ T apply_unary(UnaryKind k, T v) {
         return v < 0 ? -v : v;
       case UnaryKind::Relu:
         return v > 0 ? v : 0;
+      case UnaryKind::BitNot:
+        return ~v;
       default:
         return v;
     }
@@ -190,6 +193,8 @@ T apply_unary(UnaryKind k, T v) {
       }
       case UnaryKind::LogicalNot:
         return v == T(0);
+      case UnaryKind::BitNot:  // refused for floating tensors by bitwise_not
+        return v;
     }
     return v;
   }
@@ -261,12 +266,15 @@ T apply_binary(BinaryKind k, T a, T b) {
       case BinaryKind::Add:
       case BinaryKind::Maximum:
       case BinaryKind::LogicalOr:
+      case BinaryKind::BitOr:
         return a || b;
       case BinaryKind::Mul:
       case BinaryKind::Minimum:
       case BinaryKind::LogicalAnd:
+      case BinaryKind::BitAnd:
         return a && b;
       case BinaryKind::Sub:
+      case BinaryKind::BitXor:
         return a != b;
       case BinaryKind::Div:
         return a;  // unreachable: div computes in float
@@ -306,6 +314,16 @@ T apply_binary(BinaryKind k, T a, T b) {
         if constexpr (std::is_floating_point_v<T>)
           if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
         return a < b ? a : b;
+      // refused for floating tensors by the bitwise ops
+      case BinaryKind::BitAnd:
+        if constexpr (std::is_integral_v<T>) return a & b;
+        return a;
+      case BinaryKind::BitOr:
+        if constexpr (std::is_integral_v<T>) return a | b;
+        return a;
+      case BinaryKind::BitXor:
+        if constexpr (std::is_integral_v<T>) return a ^ b;
+        return a;
       default:
         return a;
     }
@@ -412,6 +430,9 @@ void binary_typed(BinaryKind kind, const Tensor& a, const Tensor& b, const Tenso
     TD_ARITH(Pow)
     TD_ARITH(Maximum)
     TD_ARITH(Minimum)
+    TD_ARITH(BitAnd)
+    TD_ARITH(BitOr)
+    TD_ARITH(BitXor)
 #undef TD_ARITH
     default:
       return;

@@ -66,6 +66,14 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
     case BinaryKind::Pow:
       if (!is_floating(compute)) check_int_exponent(a, b);
       break;
+    case BinaryKind::BitAnd:
+    case BinaryKind::BitOr:
+    case BinaryKind::BitXor:
+      if (is_floating(compute))
+        throw_error<TypeError>("[", op, "] is not implemented for floating tensors (got ",
+                               dtype_name(a.dtype()), " of shape ", shape_str(a.shape()), " and ",
+                               dtype_name(b.dtype()), " of shape ", shape_str(b.shape()), ")");
+      break;
     default:
       if (kernels::is_predicate(kind)) out = DType::Bool;
       break;
@@ -101,6 +109,13 @@ std::vector<Tensor> gelu_impl(std::span<const Tensor> in, const OpAttrs& attrs) 
 }
 std::vector<Tensor> logical_not_impl(std::span<const Tensor> in, const OpAttrs&) {
   return {kernels::unary(UnaryKind::LogicalNot, only_input("logical_not", in), DType::Bool)};
+}
+std::vector<Tensor> bitwise_not_impl(std::span<const Tensor> in, const OpAttrs&) {
+  const Tensor& x = only_input("bitwise_not", in);
+  if (is_floating(x.dtype()))
+    throw_error<TypeError>("[bitwise_not] is not implemented for floating tensors (got ",
+                           dtype_name(x.dtype()), " of shape ", shape_str(x.shape()), ")");
+  return {kernels::unary(UnaryKind::BitNot, x, x.dtype())};
 }
 
 std::vector<Tensor> clamp_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
@@ -139,6 +154,9 @@ TD_BINARY(gt, Gt)
 TD_BINARY(ge, Ge)
 TD_BINARY(logical_and, LogicalAnd)
 TD_BINARY(logical_or, LogicalOr)
+TD_BINARY(bitwise_and, BitAnd)
+TD_BINARY(bitwise_or, BitOr)
+TD_BINARY(bitwise_xor, BitXor)
 #undef TD_BINARY
 
 std::vector<Tensor> where_impl(std::span<const Tensor> in, const OpAttrs&) {
@@ -259,38 +277,16 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b) {
   return where(cond, scalar_tensor(a.to_double(), t), scalar_tensor(b.to_double(), t));
 }
 
-namespace {
-
-// Bitwise ops are implemented for bool tensors (where they are the logical ops).
-void check_bitwise(const char* op, const Tensor& a, const Tensor& b) {
-  for (const Tensor* t : {&a, &b}) {
-    if (!t->defined() || t->dtype() == DType::Bool) continue;
-    if (is_floating(t->dtype()))
-      throw_error<TypeError>("[", op, "] is not implemented for floating tensors (got ",
-                             dtype_name(t->dtype()), " of shape ", t->shape(), ")");
-    throw_error<TypeError>("[", op, "] is only supported for bool tensors in td (got ",
-                           dtype_name(t->dtype()), " of shape ", t->shape(), ")");
-  }
-}
-
-}  // namespace
-
 Tensor bitwise_and(const Tensor& a, const Tensor& b) {
-  check_bitwise("bitwise_and", a, b);
-  return logical_and(a, b);
+  return call_op1(OpId::bitwise_and, {a, b}, {});
 }
 Tensor bitwise_or(const Tensor& a, const Tensor& b) {
-  check_bitwise("bitwise_or", a, b);
-  return logical_or(a, b);
+  return call_op1(OpId::bitwise_or, {a, b}, {});
 }
 Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
-  check_bitwise("bitwise_xor", a, b);
-  return ne(a, b);
+  return call_op1(OpId::bitwise_xor, {a, b}, {});
 }
-Tensor bitwise_not(const Tensor& x) {
-  check_bitwise("bitwise_not", x, x);
-  return logical_not(x);
-}
+Tensor bitwise_not(const Tensor& x) { return call_op1(OpId::bitwise_not, {x}, {}); }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -9,6 +9,7 @@
 
 #include "engine/batching.h"
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
 #include "modules/modules.h"
@@ -230,6 +231,9 @@ void write_back_buffers(const Module& module, const TensorDict& params, const Te
   });
 }
 
+// Stacked with stride 0 along the sets (from_modules with expand_identical): every set shares it.
+bool shared_by_sets(const Tensor& t) { return t.dim() > 0 && t.size(0) > 1 && t.stride(0) == 0; }
+
 // Leaves every set shares (stride 0 along the sets): a loop hands each set the same memory, so
 // a set writing into one (a buffer update in training) would change it for the others. The
 // batched call raises on such a write (copy_ into an expanded tensor); the loop compares them
@@ -239,7 +243,7 @@ struct SharedLeaves {
   SharedLeaves(const TensorDict& flat, int64_t batch) {
     if (batch < 2) return;
     for (const auto& [key, t] : flat.leaves())
-      if (t.dim() > 0 && t.stride(0) == 0) {
+      if (shared_by_sets(t)) {
         Tensor m = own_memory(t);
         leaves.emplace_back(key, m, m.clone());
       }
@@ -261,17 +265,14 @@ struct SharedLeaves {
 // tensor, which cannot say which entry it was: rethrow naming the shared buffers (what modules
 // write), or every shared leaf if no buffer is one.
 void name_shared_write(const RuntimeError& e, const Module& module, const TensorDict& flat) {
-  if (std::string_view(e.what()).find("cannot write into an expanded tensor") ==
-      std::string_view::npos)
-    return;
-  auto shared = [](const Tensor& t) { return t.dim() > 0 && t.size(0) > 1 && t.stride(0) == 0; };
+  if (std::string_view(e.what()).find(impl::kExpandedWrite) == std::string_view::npos) return;
   std::vector<std::string> keys;
   for_each_buffer(module, flat, [&](const std::string& key, const Tensor& t) {
-    if (shared(t)) keys.push_back(key);
+    if (shared_by_sets(t)) keys.push_back(key);
   });
   if (keys.empty())
     for (const auto& [key, t] : flat.leaves())
-      if (shared(t)) keys.push_back(key);
+      if (shared_by_sets(t)) keys.push_back(key);
   if (keys.empty()) return;
   std::string names;
   for (const auto& k : keys) names += (names.empty() ? "'" : ", '") + k + "'";

@@ -44,6 +44,10 @@ void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttr
 void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim);
 [[noreturn]] void throw_embedding_index(int64_t v, const char* kind, const Shape& w);
 
+// The words of the RuntimeError of an in-place write into an expanded tensor (a dim of size > 1
+// with stride 0), which functional_vmap recognises to name the params entry.
+inline constexpr const char* kExpandedWrite = "cannot write into an expanded tensor";
+
 // select's check of dim and index on a (per-set, `kind`) shape; returns the normalised dim.
 int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind);
 

@@ -20,8 +20,7 @@ bool can_cast(DType from, DType to) {
 void check_writable(const char* op, const Tensor& self) {
   for (int64_t d = 0; d < self.dim(); ++d)
     if (self.shape()[d] > 1 && self.strides()[d] == 0)
-      throw_error<RuntimeError>("[", op, "] cannot write into an expanded tensor of shape ",
-                                self.shape(),
+      throw_error<RuntimeError>("[", op, "] ", impl::kExpandedWrite, " of shape ", self.shape(),
                                 " (several elements share one memory location); "
                                 "clone it first");
 }

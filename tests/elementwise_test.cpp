@@ -369,14 +369,18 @@ TEST_CASE("promotion inside vmap uses the per-set (logical) rank") {
   CHECK(w.dtype() == kFloat32);
 }
 
-TEST_CASE("pow of integers to negative integer powers raises") {
-  check_throws_mentioning<RuntimeError>([] { pow(arange(3), -1); }, "[pow]");
-  check_throws_mentioning<RuntimeError>(
-      [] {
-        pow(arange(3), tensor(std::vector<int64_t>{1, -2, 1}));
-      },
-      "negative integer powers");
+TEST_CASE("pow of integers to a negative integer scalar raises; to a tensor of them, truncates") {
+  check_throws_mentioning<RuntimeError>([] { pow(arange(3), -1); }, "negative integer powers");
+  check_throws_mentioning<RuntimeError>([] { arange(3).pow(-2); }, "[pow]");
   check_throws_naming_op<RuntimeError>([] { pow(tensor(std::vector<bool>{true}), -1); }, "pow");
+  // a tensor exponent takes integer powers, as torch's: values checked in PyTorch 1.13
+  using I = std::vector<int64_t>;
+  CHECK(pow(tensor<int64_t>({0, 1, -1, 2, -2, 3}), tensor<int64_t>({-1, -1, -1, -1, -2, -3}))
+            .to_vector<int64_t>() == I{0, 1, -1, 0, 0, 0});
+  CHECK(
+      pow(tensor<int64_t>({0, 1, -1, 2}), tensor<int64_t>({-2, -2, -2, 0})).to_vector<int64_t>() ==
+      I{0, 1, 1, 1});
+  CHECK(pow(2, tensor<int64_t>({-1, 1})).to_vector<int64_t>() == I{0, 2});
   // floating exponents or bases are fine: [0^-1, 1^-1, 2^-1] = [inf, 1, 0.5]
   CHECK(pow(arange(3), -1.0).to_vector<float>() == std::vector<float>{INFINITY, 1.f, 0.5f});
   CHECK(pow(arange(3).to(kFloat32), -1).to_vector<float>() ==

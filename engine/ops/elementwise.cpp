@@ -37,16 +37,6 @@ std::vector<Tensor> same_unary(const char* op, UnaryKind kind, std::span<const T
   return {kernels::unary(kind, x, x.dtype())};
 }
 
-// PyTorch raises for a negative integral exponent of an integral base (it would truncate to 0).
-void check_int_exponent(const Tensor& a, const Tensor& b) {
-  if (b.dtype() != DType::Int64) return;
-  for (int64_t e : b.to_vector<int64_t>())
-    if (e < 0)
-      throw_error<RuntimeError>("[pow] Integers to negative integer powers are not allowed (base ",
-                                dtype_name(a.dtype()), " of shape ", a.shape(), ", exponent ", e,
-                                " in a tensor of shape ", b.shape(), ")");
-}
-
 std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const Tensor> in) {
   only_input(op, in, 2);
   const Tensor &a = in[0], &b = in[1];
@@ -62,9 +52,6 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
         throw_error<TypeError>("[sub] subtraction of two bool tensors (shapes ",
                                shape_str(a.shape()), " and ", shape_str(b.shape()),
                                ") is not supported; use a ^ b (bitwise_xor) or logical_not");
-      break;
-    case BinaryKind::Pow:
-      if (!is_floating(compute)) check_int_exponent(a, b);
       break;
     case BinaryKind::BitAnd:
     case BinaryKind::BitOr:
@@ -244,7 +231,6 @@ TD_BINARY_FN(add)
 TD_BINARY_FN(sub)
 TD_BINARY_FN(mul)
 TD_BINARY_FN(div)
-TD_BINARY_FN(pow)
 TD_BINARY_FN(maximum)
 TD_BINARY_FN(minimum)
 TD_BINARY_FN(eq)
@@ -255,6 +241,18 @@ TD_BINARY_FN(gt)
 TD_BINARY_FN(ge)
 #undef TD_BINARY_FN
 
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return call_op1(OpId::pow, {tier_cast(a, b), tier_cast(b, a)}, {});
+}
+// As PyTorch: an integral tensor to a negative integral scalar power raises (it would truncate to
+// 0); a tensor of exponents takes integer powers (2 ** -1 == 0, 1 ** -2 == 1, -1 ** -1 == -1).
+Tensor pow(const Tensor& a, Scalar b) {
+  if (!is_floating(a.dtype()) && !b.is_floating_point() && b.to_int() < 0)
+    throw_error<RuntimeError>("[pow] Integers to negative integer powers are not allowed (base ",
+                              dtype_name(a.dtype()), " of shape ", a.shape(), ", exponent ",
+                              b.to_int(), ")");
+  return pow(a, wrap_scalar(b, a));
+}
 Tensor pow(Scalar a, const Tensor& b) { return pow(wrap_scalar(a, b), b); }
 
 Tensor logical_and(const Tensor& a, const Tensor& b) {

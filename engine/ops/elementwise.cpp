@@ -1,6 +1,7 @@
 // Element-wise ops: unary maps, clamp, casts, broadcasting binary ops and where, with PyTorch's
 // dtype rules. Public functions only pack attrs and dispatch (so vmap sees every call).
 #include <cmath>
+#include <string>
 
 #include "engine/kernels/kernels.h"
 #include "engine/ops.h"
@@ -37,6 +38,18 @@ std::vector<Tensor> same_unary(const char* op, UnaryKind kind, std::span<const T
   return {kernels::unary(kind, x, x.dtype())};
 }
 
+// Bitwise ops are for bool and int64 tensors: TypeError naming every operand otherwise.
+void check_bitwise(const char* op, std::span<const Tensor> in) {
+  bool floating = false;
+  for (const Tensor& t : in) floating |= is_floating(t.dtype());
+  if (!floating) return;
+  std::string got;
+  for (const Tensor& t : in)
+    got += (got.empty() ? "" : " and ") + std::string(dtype_name(t.dtype())) + " of shape " +
+           shape_str(t.shape());
+  throw_error<TypeError>("[", op, "] is not implemented for floating tensors (got ", got, ")");
+}
+
 std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const Tensor> in) {
   only_input(op, in, 2);
   const Tensor &a = in[0], &b = in[1];
@@ -56,10 +69,7 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
     case BinaryKind::BitAnd:
     case BinaryKind::BitOr:
     case BinaryKind::BitXor:
-      if (is_floating(compute))
-        throw_error<TypeError>("[", op, "] is not implemented for floating tensors (got ",
-                               dtype_name(a.dtype()), " of shape ", shape_str(a.shape()), " and ",
-                               dtype_name(b.dtype()), " of shape ", shape_str(b.shape()), ")");
+      check_bitwise(op, in);
       break;
     default:
       if (kernels::is_predicate(kind)) out = DType::Bool;
@@ -99,9 +109,7 @@ std::vector<Tensor> logical_not_impl(std::span<const Tensor> in, const OpAttrs&)
 }
 std::vector<Tensor> bitwise_not_impl(std::span<const Tensor> in, const OpAttrs&) {
   const Tensor& x = only_input("bitwise_not", in);
-  if (is_floating(x.dtype()))
-    throw_error<TypeError>("[bitwise_not] is not implemented for floating tensors (got ",
-                           dtype_name(x.dtype()), " of shape ", shape_str(x.shape()), ")");
+  check_bitwise("bitwise_not", in);
   return {kernels::unary(UnaryKind::BitNot, x, x.dtype())};
 }
 

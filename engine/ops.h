@@ -245,6 +245,12 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim = 0);
 std::vector<Tensor> split(const Tensor& x, const IntList& sizes, int64_t dim = 0);
+// Braces are a list of sections, as torch.split(x, [2]) is: without this overload, split(x, {2})
+// would convert the braces to a split_size.
+inline std::vector<Tensor> split(const Tensor& x, std::initializer_list<int64_t> sizes,
+                                 int64_t dim = 0) {
+  return split(x, IntList(sizes), dim);
+}
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);

@@ -87,6 +87,12 @@ TEST_CASE("copy_ broadcasts and casts, fill_ fills any dtype") {
   Tensor fi = zeros({3}, kInt64);
   fi.fill_(7);
   CHECK(fi.to_vector<int64_t>() == std::vector<int64_t>{7, 7, 7});
+  // 2^53 + 1 has no double: the value must not pass through one
+  const int64_t big = (int64_t{1} << 53) + 1;
+  fi.fill_(big);
+  CHECK(fi.to_vector<int64_t>() == std::vector<int64_t>(3, big));
+  fill_(fi, -2.7);  // a float into an int tensor truncates, as PyTorch
+  CHECK(fi.to_vector<int64_t>() == std::vector<int64_t>(3, -2));
   Tensor fb = zeros({2}, kBool);
   fill_(fb, 1);
   CHECK(fb.to_vector<bool>() == std::vector<bool>{true, true});

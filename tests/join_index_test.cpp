@@ -93,6 +93,11 @@ TEST_CASE("split and chunk return views with PyTorch's sizes") {
   auto cols = split(x, IntList{1, 1}, -1);
   REQUIRE(cols.size() == 2);
   CHECK(iv(cols[1]) == std::vector<int64_t>{1, 3, -1, -1, 9});  // rows 2-3 were filled
+  // braces are sections, as torch.split(x, [2]): one section of the whole dim
+  auto whole = split(arange(2), {2});
+  REQUIRE(whole.size() == 1);
+  CHECK(whole[0].to_vector<int64_t>() == std::vector<int64_t>{0, 1});
+  CHECK(split(arange(5), {2, 3}, -1).size() == 2);
   auto uneven = split(arange(6), IntList{1, 0, 5});
   CHECK(uneven[1].shape() == Shape{0});
   CHECK(iv(uneven[2]) == std::vector<int64_t>{1, 2, 3, 4, 5});
@@ -112,6 +117,7 @@ TEST_CASE("split and chunk return views with PyTorch's sizes") {
 TEST_CASE("split and chunk errors") {
   check_throws_mentioning<ValueError>([] { split(arange(5), IntList{2, 2}); }, "[split]");
   CHECK_THROWS_AS(split(arange(5), IntList{6, -1}), ValueError);
+  check_throws_mentioning<ValueError>([] { split(arange(5), {2}); }, "sum to 2");
   CHECK_THROWS_AS(split(arange(5), 0), ValueError);
   CHECK_THROWS_AS(split(arange(5), -1), ValueError);
   CHECK_THROWS_AS(split(scalar_tensor(1.0), 1), ValueError);

@@ -78,9 +78,7 @@ std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
 std::vector<Tensor> fill__impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& self = in[0];
   check_writable("fill_", self);
-  Tensor v = Tensor::empty({}, DType::Float64);
-  *v.data<double>() = a.alpha;
-  if (self.numel() > 0) kernels::copy_into(v, self);
+  if (self.numel() > 0) kernels::copy_into(full({}, a.value), self);
   return {self};
 }
 
@@ -133,7 +131,7 @@ Tensor& copy_(Tensor& self, const Tensor& src) {
 
 Tensor& fill_(Tensor& self, Scalar value) {
   OpAttrs a;
-  a.alpha = value.to_double();
+  a.value = value;
   call_op1(OpId::fill_, {self}, a);
   return self;
 }

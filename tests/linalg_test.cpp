@@ -248,10 +248,38 @@ TEST_CASE("linear dtypes, empty dims and one GEMM per call") {
   CHECK(y.shape() == Shape{4, 3, 16});
 }
 
+TEST_CASE("linear with a 1-D weight is x @ weight, as in torch") {
+  // [[1, 2, 3], [4, 5, 6]] @ [1, 0, -1] = [-2, -2]; a row [1, 2, 3] gives a 0-d -2
+  Tensor x = tensor({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {2, 3});
+  Tensor w = tensor({1.f, 0.f, -1.f});
+  Tensor y = linear(x, w);
+  CHECK(y.shape() == Shape{2});
+  CHECK(y.to_vector<float>() == std::vector<float>{-2.f, -2.f});
+  CHECK(linear(x[0], w).shape() == Shape{});
+  CHECK(linear(x[0], w).item<float>() == -2.f);
+  CHECK(linear_relu(x, w).to_vector<float>() == std::vector<float>{0.f, 0.f});
+  CHECK(linear(x.view({1, 2, 3}), w).shape() == Shape{1, 2});
+}
+
 TEST_CASE("linear errors") {
   check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({4, 5})); }, "[linear]");
   check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({4, 5})); }, "[4, 5]");
-  check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({3})); }, "[linear]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        linear(ones({2, 3}), ones({4}));
+      },
+      "[linear] input of shape [2, 3] does not match weight of "
+      "shape [4]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        linear(ones({2, 3}), ones({3}), ones({1}));
+      },
+      "[linear] a 1-D weight takes no bias");
+  check_throws_mentioning<ValueError>(
+      [] {
+        linear(ones({2, 3}), ones({2, 4, 3}));
+      },
+      "[linear] weight must be");
   check_throws_mentioning<ValueError>(
       [] {
         linear(ones({2, 3}), ones({4, 3}), ones({5}));

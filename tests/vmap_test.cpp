@@ -436,9 +436,11 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   CHECK_THROWS_AS(sel(x[0]), IndexError);
   CHECK_THROWS_AS(vmap(sel)(x), IndexError);
   CHECK(has(message_of([&] { vmap(sel)(x); }), "index 5 out of range for dim 0 of size 4"));
-  // linear: a per-set 1-D weight, or a bias of per-set [2, 4] for an output [2, 4]
+  // linear: a per-set 1-D weight that does not match the input, or a bias of per-set [2, 4] for
+  // an output [2, 4]
   Tensor x2 = randn({2, 3});
-  refused_both([&](Tensor w) { return linear(x2, w); }, randn({4, 3}), "[linear] weight");
+  refused_both([&](Tensor w) { return linear(x2, w); }, randn({4, 5}),
+               "[linear] input of shape [2, 3] does not match weight of shape [5]");
   refused_both(
       [&](Tensor b) {
         return linear(x2, ones({4, 3}), b);
@@ -448,7 +450,12 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
   CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);
   CHECK_THROWS_AS(layer_norm(randn({2, 4}), {4}, ones({1, 4})), ValueError);
-  // and what a call per set accepts still runs: per-set weight [4], per-set pool input [C, H, W]
+  // and what a call per set accepts still runs: a per-set 1-D linear weight (x @ w), per-set
+  // weight [4], per-set pool input [C, H, W]
+  Tensor wv = randn({4, 3});
+  Tensor yv = vmap([&](Tensor w) { return linear(x2, w); })(wv);
+  REQUIRE(yv.shape() == Shape{4, 2});
+  for (int64_t i = 0; i < 4; ++i) CHECK(allclose(yv[i], matmul(x2, wv[i])));
   Tensor y = ln(randn({3, 2, 4}), ones({3, 4}));
   CHECK(y.shape() == Shape{3, 2, 4});
   CHECK(vmap([](Tensor t) { return max_pool2d(t, {2}); })(randn({2, 1, 4, 4})).shape() ==

@@ -88,7 +88,8 @@ std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
 DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, DType wt,
                    const Shape* b, DType bt) {
   if (w.size() != 2)
-    throw_error<ValueError>("[linear] weight must be 2-D [out, in], got ", what, " ", w);
+    throw_error<ValueError>(
+        "[linear] weight must be 2-D [out, in] (or 1-D [in] without a bias), got ", what, " ", w);
   if (x.empty() || x.back() != w[1])
     throw_error<ValueError>("[linear] input of ", what, " ", x, " does not match weight of ",
                             what, " ", w, " (expected [..., ", w[1], "])");
@@ -124,11 +125,31 @@ std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs
 
 Tensor matmul(const Tensor& a, const Tensor& b) { return call_op1(OpId::matmul, {a, b}); }
 
+namespace {
+
+// torch's linear also takes a weight [in] without a bias: x @ weight, of shape x.shape[:-1]
+bool vector_weight(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (!weight.defined() || weight.dim() != 1) return false;
+  if (bias.defined())
+    throw_error<ValueError>(
+        "[linear] a 1-D weight takes no bias (as in torch), got weight of shape ", weight.shape(),
+        " and bias of shape ", bias.shape());
+  if (!x.defined() || x.dim() == 0 || x.size(-1) != weight.size(0))
+    throw_error<ValueError>("[linear] input of shape ", x.defined() ? x.shape() : Shape{},
+                            " does not match weight of shape ", weight.shape(), " (expected [..., ",
+                            weight.size(0), "])");
+  return true;
+}
+
+}  // namespace
+
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (vector_weight(x, weight, bias)) return matmul(x, weight);
   return call_op1(OpId::linear, {x, weight, bias});
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  if (vector_weight(x, weight, bias)) return relu(matmul(x, weight));
   OpAttrs attrs;
   attrs.flag = true;
   return call_op1(OpId::linear, {x, weight, bias}, attrs);

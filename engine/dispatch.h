@@ -39,8 +39,8 @@ struct OpAttrs {
   int64_t dim = 0, dim2 = 0;
   int64_t start = 0, end = 0, step = 1;
   int64_t groups = 1;
-  double alpha = 0, beta = 0;  // scalars: p, eps, momentum, clamp bounds
-  Scalar value;                // fill value (an integer stays exact beyond 2^53)
+  double alpha = 0, beta = 0;  // scalars: p, eps, momentum
+  Scalar value, value2;        // exact scalars (integers beyond 2^53): fill value, clamp bounds
   bool keepdim = false, training = false, flag = false;
   bool has_min = false, has_max = false;
   DType dtype = DType::Float32;

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "engine/engine.h"
@@ -82,6 +83,13 @@ TEST_CASE("clamp") {
   Tensor ci = clamp(i, 2.5, std::nullopt);  // PyTorch: [2.5, 5.0] float32
   CHECK(ci.dtype() == kFloat32);
   CHECK(fv(ci) == std::vector<float>{2.5f, 5.f});
+  // int64 values and bounds are compared exactly, not through a double (INT64_MAX would come
+  // back as INT64_MIN, 2^53 + 1 as 2^53)
+  const int64_t top = std::numeric_limits<int64_t>::max(), odd = (int64_t{1} << 53) + 1;
+  CHECK(clamp(tensor<int64_t>({top, odd, -5}), 0, top).to_vector<int64_t>() ==
+        std::vector<int64_t>{top, odd, 0});
+  CHECK(clamp(tensor<int64_t>({top, 1}), std::nullopt, odd).to_vector<int64_t>() ==
+        std::vector<int64_t>{odd, 1});
   CHECK_THROWS_AS(clamp(x, std::nullopt, std::nullopt), ValueError);
   check_throws_naming_op<ValueError>([&] { clamp(x, std::nullopt, std::nullopt); }, "clamp");
 }

@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 #include <string>
 
@@ -381,4 +382,25 @@ TEST_CASE("full infers its dtype from the value's type, as torch.full") {
   CHECK(full({1}, big).item<int64_t>() == big);
   CHECK(full_like(arange(2), 1.5).dtype() == kInt64);  // like's dtype wins, as in PyTorch
   CHECK(full_like(arange(2), 1.5).to_vector<int64_t>() == std::vector<int64_t>{1, 1});
+}
+
+TEST_CASE("full and fill_ refuse a value their dtype cannot hold, as torch") {
+  check_throws_mentioning<RuntimeError>([] { full({1}, 1e30, kInt64); },
+                                        "[full] value 1e+30 cannot be converted to td.int64");
+  CHECK_THROWS_AS(full({1}, std::nan(""), kInt64), RuntimeError);
+  CHECK_THROWS_AS(full({1}, 9.3e18, kInt64), RuntimeError);
+  check_throws_mentioning<RuntimeError>([] { full({1}, 1e300); }, "to td.float32");
+  Tensor i = zeros({2}, kInt64);
+  check_throws_mentioning<RuntimeError>([&] { i.fill_(1e30); }, "[fill_]");
+  CHECK(i.to_vector<int64_t>() == std::vector<int64_t>{0, 0});
+  // what fits still converts: -9.2e18 (int64 from -2^63), infinity and 2^63 - 1 (float32)
+  CHECK(full({1}, -9.2e18, kInt64).item<int64_t>() == -9200000000000000000);
+  CHECK(std::isinf(full({1}, INFINITY).item<float>()));
+  CHECK(full({1}, std::numeric_limits<int64_t>::max(), kFloat32).item<float>() == 0x1p63f);
+  Tensor f = zeros({1});
+  CHECK_THROWS_AS(f.fill_(-1e300), RuntimeError);  // float64 would hold it, float32 does not
+  CHECK(f.item<float>() == 0.f);
+  Tensor d = zeros({1}, kFloat64);
+  d.fill_(-1e300);
+  CHECK(d.item<double>() == -1e300);
 }

@@ -17,7 +17,8 @@ enum class UnaryKind { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gel
                        LogicalNot, BitNot };
 // Result dtype `out_dtype`; computation in the promoted floating type where needed.
 Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype);
-Tensor clamp(const Tensor& x, double lo, double hi, bool has_lo, bool has_hi);
+// An integral x has integral bounds (a floating one promotes x first): compared exactly.
+Tensor clamp(const Tensor& x, Scalar lo, Scalar hi, bool has_lo, bool has_hi);
 
 // Bit*: bool and int64 only
 enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,

@@ -817,23 +817,27 @@ Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype) {
   });
 }
 
-Tensor clamp(const Tensor& x, double lo, double hi, bool has_lo, bool has_hi) {
+Tensor clamp(const Tensor& x, Scalar lo, Scalar hi, bool has_lo, bool has_hi) {
   count_kernel(KernelKind::Elementwise);
   return visit_dtype(x.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    return map_unary<T>(x, [=](T v) -> T {
-      if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (std::is_floating_point_v<T>) {
+      const T l = static_cast<T>(lo.to_double()), h = static_cast<T>(hi.to_double());
+      return map_unary<T>(x, [=](T v) -> T {
         if (std::isnan(v)) return v;
-        if (has_lo && v < static_cast<T>(lo)) v = static_cast<T>(lo);
-        if (has_hi && v > static_cast<T>(hi)) v = static_cast<T>(hi);
+        if (has_lo && v < l) v = l;
+        if (has_hi && v > h) v = h;
         return v;
-      } else {
-        double d = static_cast<double>(v);
-        if (has_lo && d < lo) d = lo;
-        if (has_hi && d > hi) d = hi;
+      });
+    } else {
+      const int64_t l = lo.to_int(), h = hi.to_int();
+      return map_unary<T>(x, [=](T v) -> T {
+        int64_t d = static_cast<int64_t>(v);
+        if (has_lo && d < l) d = l;
+        if (has_hi && d > h) d = h;
         return static_cast<T>(d);
-      }
-    });
+      });
+    }
   });
 }
 

@@ -120,7 +120,7 @@ std::vector<Tensor> clamp_impl(std::span<const Tensor> in, const OpAttrs& attrs)
   // flag: a bound was given as a floating scalar (set by clamp()).
   DType out = promote_with_scalar(x.dtype(), attrs.flag);
   Tensor xc = out == x.dtype() ? x : x.to(out);
-  return {kernels::clamp(xc, attrs.alpha, attrs.beta, attrs.has_min, attrs.has_max)};
+  return {kernels::clamp(xc, attrs.value, attrs.value2, attrs.has_min, attrs.has_max)};
 }
 
 std::vector<Tensor> to_dtype_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
@@ -192,8 +192,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   OpAttrs a;
   a.has_min = min.has_value();
   a.has_max = max.has_value();
-  a.alpha = min ? min->to_double() : 0.0;
-  a.beta = max ? max->to_double() : 0.0;
+  if (min) a.value = *min;
+  if (max) a.value2 = *max;
   a.flag = (min && min->is_floating_point()) || (max && max->is_floating_point());
   return call_op1(OpId::clamp, {x}, a);
 }

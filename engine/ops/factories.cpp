@@ -1,9 +1,11 @@
 // Factories: fresh tensors from shapes, values and ranges (unbatched, but for a like-factory of
 // a batched tensor).
 #include <cmath>
+#include <limits>
 
 #include "engine/dispatch.h"
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 
 namespace td {
 namespace {
@@ -22,6 +24,18 @@ void fill_value(const Tensor& t, Scalar value) {
 
 }  // namespace
 
+void impl::check_scalar_fits(const char* op, Scalar value, DType dtype) {
+  if (!value.is_floating_point()) return;
+  const double v = value.to_double();
+  const bool fits = dtype == DType::Int64 ? v >= -0x1p63 && v < 0x1p63  // false for NaN
+                    : dtype == DType::Float32
+                        ? !std::isfinite(v) || std::abs(v) <= std::numeric_limits<float>::max()
+                        : true;
+  if (!fits)
+    throw_error<RuntimeError>("[", op, "] value ", v, " cannot be converted to ", dtype,
+                              " without overflow");
+}
+
 Tensor empty(const Shape& shape, DType dtype) {
   check_sizes("empty", shape);
   return Tensor::empty(shape, dtype);
@@ -29,7 +43,9 @@ Tensor empty(const Shape& shape, DType dtype) {
 
 Tensor full(const Shape& shape, Scalar value, std::optional<DType> dtype) {
   check_sizes("full", shape);
-  Tensor t = Tensor::empty(shape, dtype.value_or(value.dtype()));
+  const DType dt = dtype.value_or(value.dtype());
+  impl::check_scalar_fits("full", value, dt);
+  Tensor t = Tensor::empty(shape, dt);
   fill_value(t, value);
   return t;
 }

@@ -11,6 +11,10 @@ namespace td::impl {
 TD_OPS(TD_X)
 #undef TD_X
 
+// A RuntimeError when a floating `value` does not fit `dtype` (NaN or beyond int64's range for
+// int64, a finite value beyond float32's range), as torch's full and fill_ raise.
+void check_scalar_fits(const char* op, Scalar value, DType dtype);
+
 // linear's argument checks on (per-set) shapes and its compute dtype: a ValueError or TypeError
 // naming linear, `what` ("shape" or "per-set shape") naming the shapes. Shared with vmap's
 // linear rule, which calls the GEMM kernel itself for stacked weights. b: the bias's, or null.

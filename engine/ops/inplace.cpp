@@ -78,7 +78,10 @@ std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
 std::vector<Tensor> fill__impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& self = in[0];
   check_writable("fill_", self);
-  if (self.numel() > 0) kernels::copy_into(full({}, a.value), self);
+  check_scalar_fits("fill_", a.value, self.dtype());
+  // a floating value as float64: the only narrowing is the checked one into self
+  const DType vt = a.value.is_floating_point() ? DType::Float64 : a.value.dtype();
+  if (self.numel() > 0) kernels::copy_into(full({}, a.value, vt), self);
   return {self};
 }
 

@@ -149,9 +149,22 @@ Param Module::register_buffer(const std::string& name, Tensor t) {
   return add_slot_(name, std::move(t), true);
 }
 
+namespace {
+bool holds(const Module& tree, const Module* m) {
+  if (&tree == m) return true;
+  for (const auto& [n, c] : tree.named_children())
+    if (holds(*c, m)) return true;
+  return false;
+}
+}  // namespace
+
 void Module::add_module_(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name_(name, "register_module");
   if (!m) throw_error<ValueError>("[register_module] submodule '", name, "' is null");
+  // a cycle would make every walk of the tree recurse forever
+  if (holds(*m, this))
+    throw_error<ValueError>("[register_module] submodule '", name,
+                            "' is this module or holds it: a module tree cannot contain itself");
   children_.emplace_back(name, std::move(m));
 }
 

@@ -414,15 +414,13 @@ TensorDict TensorDict::from_modules(const std::vector<const nn::Module*>& module
                                 " differs from module 0 in "
                                 "structure: key '",
                                 b, "' where module 0 has '", a, "'");
-      if (ds[0].contains(a) && !std::holds_alternative<TensorDict>(*find_entry(ds[0], a))) {
-        bool d0 = false, di = false;
-        d0 = std::holds_alternative<TensorDict>(*find_entry(ds[0], a));
-        di = std::holds_alternative<TensorDict>(*find_entry(ds[i], a));
-        if (d0 != di)
-          throw_error<ValueError>("[from_modules] key '", a,
-                                  "' differs in kind between module "
-                                  "0 and module ",
-                                  i);
+      const bool d0 = std::holds_alternative<TensorDict>(*find_entry(ds[0], a));
+      const bool di = std::holds_alternative<TensorDict>(*find_entry(ds[i], a));
+      if (d0 != di)
+        throw_error<ValueError>("[from_modules] key '", a, "' is a ", d0 ? "submodule" : "tensor",
+                                " in module 0 but a ", di ? "submodule" : "tensor", " in module ",
+                                i);
+      if (!d0) {
         Shape s0 = ds[0].get(a).shape(), si = ds[i].get(a).shape();
         if (s0 != si || ds[0].get(a).dtype() != ds[i].get(a).dtype())
           throw_error<ValueError>("[from_modules] '", a, "' has shape ", shape_str(si),

@@ -89,6 +89,19 @@ TEST_CASE("registration rejects empty, dotted and duplicate names") {
   m.register_module("r", std::make_shared<nn::ReLU>());
   CHECK_THROWS_AS(m.register_parameter("r", zeros({1})), ValueError);
   CHECK(has(message_of([&] { m.register_buffer("r", zeros({1})); }), "'r'"));
+
+  // a cycle (a module holding itself, directly or below a child) would make every walk recurse
+  auto s = std::make_shared<nn::Sequential>();
+  check_throws_mentioning<ValueError>([&] { s->push_back(s); }, "cannot contain itself");
+  auto inner = std::make_shared<nn::Sequential>();
+  s->push_back(inner);
+  check_throws_mentioning<ValueError>([&] { inner->push_back(s); }, "[register_module]");
+  CHECK(s->children().size() == 1);
+  CHECK(inner->children().empty());
+  // the same module twice, side by side, is no cycle
+  auto twice = std::make_shared<nn::ReLU>();
+  nn::Sequential both({twice, twice});
+  CHECK(both.children().size() == 2);
 }
 
 TEST_CASE("named_parameters, named_buffers, named_modules in insertion order") {

@@ -243,6 +243,17 @@ TEST_CASE("from_modules stacks, checks structure, expands identical tensors") {
   CHECK_THROWS_AS(TensorDict::from_modules(mixed), ValueError);
   std::string msg = message_of([&] { TensorDict::from_modules(mixed); });
   CHECK(has(msg, "'weight'"));
+  // a key that is a submodule in one and a tensor in the other, in either order
+  auto with_child = std::make_shared<nn::Sequential>();
+  with_child->push_back(std::make_shared<nn::ReLU>());
+  auto with_param = std::make_shared<nn::Module>();
+  with_param->register_parameter("0", zeros({1}));
+  for (bool child_first : {true, false}) {
+    std::vector<std::shared_ptr<nn::Module>> kinds{with_child, with_param};
+    if (!child_first) std::swap(kinds[0], kinds[1]);
+    check_throws_mentioning<ValueError>([&] { TensorDict::from_modules(kinds); },
+                                        "[from_modules] key '0' is a ");
+  }
   CHECK(has(msg, "[1, 3]"));
   CHECK(has(msg, "[1, 2]"));
   std::vector<std::shared_ptr<nn::Module>> other{std::make_shared<nn::Linear>(2, 1),

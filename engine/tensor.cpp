@@ -1,6 +1,9 @@
 #include "engine/tensor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
@@ -98,6 +101,39 @@ T* Tensor::data() const {
   return static_cast<T*>(raw_data());
 }
 
+namespace {
+
+template <class T>
+std::string type_label() {
+  if constexpr (std::is_floating_point_v<T>)
+    return sizeof(T) == 4 ? "float" : sizeof(T) == 8 ? "double" : "long double";
+  else
+    return (std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
+}
+
+// v as T, or a RuntimeError when it does not fit (NaN or out of range for an integer, finite
+// beyond the range for a float), as libtorch's item<T> checks. S is a dtype's type, T any
+// arithmetic one; a long double holds every int64 exactly.
+template <class T, class S>
+T checked_convert(S v, const char* op) {
+  if constexpr (!std::is_same_v<T, S> && !std::is_same_v<T, bool>) {
+    const auto x = static_cast<long double>(v);
+    bool fits;
+    if constexpr (std::is_floating_point_v<T>) {
+      fits = !std::isfinite(x) || std::fabs(x) <= std::numeric_limits<T>::max();
+    } else {  // the conversion truncates toward zero: (min - 1, max + 1) fits
+      fits = x > static_cast<long double>(std::numeric_limits<T>::min()) - 1 &&
+             x < static_cast<long double>(std::numeric_limits<T>::max()) + 1;
+    }
+    if (!fits)
+      throw_error<RuntimeError>("[", op, "] value ", v, " cannot be converted to ", type_label<T>(),
+                                " without overflow");
+  }
+  return static_cast<T>(v);
+}
+
+}  // namespace
+
 template <class T>
 T Tensor::item() const {
   check_readable(*this, "item");
@@ -106,7 +142,7 @@ T Tensor::item() const {
                               " elements; item() needs exactly one");
   return visit_dtype(dtype(), [&](auto v) {
     using S = decltype(v);
-    return static_cast<T>(*static_cast<const S*>(raw_data()));
+    return checked_convert<T>(*static_cast<const S*>(raw_data()), "item");
   });
 }
 
@@ -121,8 +157,10 @@ std::vector<T> Tensor::to_vector() const {
   } else {
     // Other types convert from the widest dtype of their kind.
     using W = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-    std::vector<W> w = to_vector<W>();
-    return std::vector<T>(w.begin(), w.end());
+    std::vector<T> out;
+    out.reserve(static_cast<size_t>(numel()));
+    for (W v : to_vector<W>()) out.push_back(checked_convert<T>(v, "to_vector"));
+    return out;
   }
 }
 

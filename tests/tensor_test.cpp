@@ -336,6 +336,20 @@ TEST_CASE("item and to_vector convert to any arithmetic type") {
   CHECK(tensor({0.5f, 1.5f}).to_vector<long double>() == std::vector<long double>{0.5L, 1.5L});
   CHECK(tensor(std::vector<bool>{true, false}).to_vector<short>() == std::vector<short>{1, 0});
   check_throws_naming_op<RuntimeError>([] { (void)arange(3).item<int>(); }, "item");
+  // a value the requested type cannot hold raises, as libtorch's item<T> does; the edges fit
+  check_throws_mentioning<RuntimeError>([] { (void)scalar_tensor(3e9).item<int>(); },
+                                        "[item] value 3e+09 cannot be converted to int32");
+  CHECK_THROWS_AS((void)full({}, int64_t{1} << 40).item<int>(), RuntimeError);
+  CHECK_THROWS_AS((void)scalar_tensor(300.).item<uint8_t>(), RuntimeError);
+  CHECK_THROWS_AS((void)scalar_tensor(-1.0).item<unsigned>(), RuntimeError);
+  CHECK_THROWS_AS((void)scalar_tensor(std::nan(""), kFloat64).item<int64_t>(), RuntimeError);
+  CHECK_THROWS_AS((void)scalar_tensor(1e300, kFloat64).item<float>(), RuntimeError);
+  CHECK(scalar_tensor(-0.5).item<unsigned>() == 0u);  // truncates to 0, which fits
+  CHECK(full({}, std::numeric_limits<int>::min()).item<int>() == std::numeric_limits<int>::min());
+  CHECK(scalar_tensor(255.9).item<uint8_t>() == 255);
+  CHECK(std::isnan(scalar_tensor(std::nan(""), kFloat64).item<float>()));
+  check_throws_mentioning<RuntimeError>([] { (void)arange(254, 257).to_vector<uint8_t>(); },
+                                        "[to_vector] value 256");
 }
 
 TEST_CASE("shapes whose element count overflows, or too large to allocate, raise") {

@@ -350,16 +350,13 @@ Value Module::call_method(const std::string& name, const ValueList& args, const 
   return e->invoker(bound, full);
 }
 
-namespace {
-[[noreturn]] void bad_arg(const Value& v, const std::string& m, const std::string& a,
-                          const char* want) {
+void detail::bad_arg(const Value& v, const std::string& m, const std::string& a, const char* want) {
   throw_error<TypeError>("[", m, "] argument '", a, "' must be ", want, ", not ", v.kind_name());
 }
-}  // namespace
 
 template <>
 Tensor Module::convert_arg<Tensor>(const Value& v, const std::string& m, const std::string& a) {
-  if (!v.is_tensor()) bad_arg(v, m, a, "a Tensor");
+  if (!v.is_tensor()) detail::bad_arg(v, m, a, "a Tensor");
   return v.tensor();
 }
 template <>
@@ -368,30 +365,31 @@ Value Module::convert_arg<Value>(const Value& v, const std::string&, const std::
 }
 template <>
 int64_t Module::convert_arg<int64_t>(const Value& v, const std::string& m, const std::string& a) {
-  if (v.kind() != Value::Kind::Int) bad_arg(v, m, a, "an int");
+  if (v.kind() != Value::Kind::Int) detail::bad_arg(v, m, a, "an int");
   return v.to_int();
 }
 template <>
 double Module::convert_arg<double>(const Value& v, const std::string& m, const std::string& a) {
-  if (v.kind() != Value::Kind::Int && v.kind() != Value::Kind::Double) bad_arg(v, m, a, "a float");
+  if (v.kind() != Value::Kind::Int && v.kind() != Value::Kind::Double)
+    detail::bad_arg(v, m, a, "a float");
   return v.to_double();
 }
 template <>
 bool Module::convert_arg<bool>(const Value& v, const std::string& m, const std::string& a) {
-  if (v.kind() != Value::Kind::Bool) bad_arg(v, m, a, "a bool");
+  if (v.kind() != Value::Kind::Bool) detail::bad_arg(v, m, a, "a bool");
   return v.to_bool();
 }
 
 template <>
 std::string Module::convert_arg<std::string>(const Value& v, const std::string& m,
                                              const std::string& a) {
-  if (v.kind() != Value::Kind::String) bad_arg(v, m, a, "a str");
+  if (v.kind() != Value::Kind::String) detail::bad_arg(v, m, a, "a str");
   return v.str();
 }
 template <>
 TensorDict Module::convert_arg<TensorDict>(const Value& v, const std::string& m,
                                            const std::string& a) {
-  if (!v.is_tensordict()) bad_arg(v, m, a, "a TensorDict");
+  if (!v.is_tensordict()) detail::bad_arg(v, m, a, "a TensorDict");
   return v.tensordict();
 }
 

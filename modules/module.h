@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -115,9 +116,10 @@ class Module : public std::enable_shared_from_this<Module> {
   Module& eval() { return train(false); }
   bool is_training() const { return training_; }
 
-  // Methods. fn is a member function whose parameters are Tensor, const Tensor&, Value,
-  // const Value&, int64_t, double or bool and that returns Tensor or Value (or anything a
-  // Value is made from). arg_names name the parameters; defaults give trailing optional ones.
+  // Methods. fn is a member function whose parameters are (const references to) Tensor, Value,
+  // TensorDict, std::string, bool, numbers, ValueList, ValueDict, std::vector or std::optional
+  // of these, and that returns anything a Value is made from (Tensor, a tuple, a vector, ...).
+  // arg_names name the parameters; defaults give trailing optional ones.
   template <class M, class R, class... A>
   void register_method(const std::string& name, R (M::*fn)(A...),
                        std::vector<std::string> arg_names, ValueDict defaults = {});
@@ -192,6 +194,17 @@ Value invoke_bound(Self* self, Fn fn, std::vector<Value>& args, const std::strin
   }
 }
 void check_arg_count(const std::string& method, size_t declared, size_t named);
+// TypeError: method m's argument a must be `want`, not what v holds
+[[noreturn]] void bad_arg(const Value& v, const std::string& m, const std::string& a,
+                          const char* want);
+template <class T>
+struct IsOptional : std::false_type {};
+template <class T>
+struct IsOptional<std::optional<T>> : std::true_type {};
+template <class T>
+struct IsVector : std::false_type {};
+template <class T>
+struct IsVector<std::vector<T>> : std::true_type {};
 }  // namespace detail
 
 template <class M, class R, class... A>
@@ -236,16 +249,34 @@ std::string Module::convert_arg<std::string>(const Value& v, const std::string& 
 template <>
 TensorDict Module::convert_arg<TensorDict>(const Value& v, const std::string& m,
                                            const std::string& a);
-// Other integer and floating types (int, float, ...) convert through int64_t and double.
+// Other integer and floating types (int, float, ...) convert through int64_t and double; a list
+// to ValueList or std::vector of any of these, a dict to ValueDict, None or a value to
+// std::optional.
 template <class T>
 T Module::convert_arg(const Value& v, const std::string& m, const std::string& a) {
-  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>)
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
     return static_cast<T>(convert_arg<int64_t>(v, m, a));
-  else if constexpr (std::is_floating_point_v<T>)
+  } else if constexpr (std::is_floating_point_v<T>) {
     return static_cast<T>(convert_arg<double>(v, m, a));
-  else
+  } else if constexpr (std::is_same_v<T, ValueList>) {
+    if (!v.is_list()) detail::bad_arg(v, m, a, "a list");
+    return v.list();
+  } else if constexpr (std::is_same_v<T, ValueDict>) {
+    if (!v.is_dict()) detail::bad_arg(v, m, a, "a dict");
+    return v.dict();
+  } else if constexpr (detail::IsOptional<T>::value) {
+    if (v.is_none()) return std::nullopt;
+    return convert_arg<typename T::value_type>(v, m, a);
+  } else if constexpr (detail::IsVector<T>::value) {
+    if (!v.is_list()) detail::bad_arg(v, m, a, "a list");
+    T out;
+    for (const Value& e : v.list()) out.push_back(convert_arg<typename T::value_type>(e, m, a));
+    return out;
+  } else {
     static_assert(sizeof(T) == 0,
-                  "a bound method takes Tensor, TensorDict, Value, std::string, bool or numbers");
+                  "a bound method takes Tensor, TensorDict, Value, std::string, bool, numbers, "
+                  "lists (ValueList, std::vector), ValueDict or std::optional of these");
+  }
 }
 
 }  // namespace td::nn

@@ -1,11 +1,14 @@
 #pragma once
 // Value: what modules take and return. None | bool | int | double | string | Tensor |
 // TensorDict | list | dict (string keys, insertion order). vmap batches every Tensor leaf.
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -45,15 +48,30 @@ class Value {
   Value() = default;
   Value(std::nullptr_t) {}
   Value(bool b) : v_(b) {}
-  Value(int i) : v_(int64_t{i}) {}
-  Value(int64_t i) : v_(i) {}
-  Value(double d) : v_(d) {}
+  // any integer type (3, 3u, size_t, 3LL) is an int, any floating type a double
+  template <std::integral T>
+  requires(!std::is_same_v<T, bool>) Value(T i) : v_(static_cast<int64_t>(i)) {}
+  template <std::floating_point T>
+  Value(T d) : v_(static_cast<double>(d)) {}
   Value(const char* s) : v_(std::string(s)) {}
   Value(std::string s) : v_(std::move(s)) {}
   Value(Tensor t) : v_(std::move(t)) {}
   Value(TensorDict td);
   Value(ValueList l) : v_(std::make_shared<ValueList>(std::move(l))) {}
   Value(ValueDict d) : v_(std::make_shared<ValueDict>(std::move(d))) {}
+  // a tuple, pair or vector (of anything a Value is made from) is a list, as Python's are
+  template <class... Ts>
+  Value(const std::tuple<Ts...>& t)
+      : Value(std::apply([](const auto&... e) { return ValueList{Value(e)...}; }, t)) {}
+  template <class A, class B>
+  Value(const std::pair<A, B>& p) : Value(ValueList{Value(p.first), Value(p.second)}) {}
+  template <class T>
+  requires(!std::is_same_v<T, Value>) Value(const std::vector<T>& v) {
+    ValueList l;
+    l.reserve(v.size());
+    for (const T& e : v) l.emplace_back(e);
+    v_ = std::make_shared<ValueList>(std::move(l));
+  }
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   const char* kind_name() const;  // "None", "Tensor", ...

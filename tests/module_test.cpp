@@ -1,8 +1,11 @@
 // nn::Module: registration, tree walks, train/eval, method binding with Python's rules.
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <sstream>
 #include <string>
+#include <tuple>
+#include <vector>
 
 #include "engine/engine.h"
 #include "modules/modules.h"
@@ -55,6 +58,21 @@ struct Kinds : nn::Module {
     return ValueList{a.numel() + b.numel(), c, d, e, f, g};
   }
   int64_t count(int64_t n) const { return n + 1; }
+};
+
+// Lists, dicts and optional arguments in, a tuple out (a Python module's natural signatures).
+struct Containers : nn::Module {
+  Containers() {
+    register_method("forward", &Containers::forward, {"xs", "opts", "scale", "extra"},
+                    {{"scale", Value()}, {"extra", ValueList{}}});
+  }
+  std::tuple<Tensor, int64_t> forward(const std::vector<Tensor>& xs, const ValueDict& opts,
+                                      std::optional<double> scale, const ValueList& extra) {
+    Tensor sum = zeros({2});
+    for (const Tensor& x : xs) sum = sum + x;
+    const double s = scale.value_or(1.0) * opts.at("k").to_double();
+    return {sum * s, static_cast<int64_t>(extra.size())};
+  }
 };
 
 struct Tree : nn::Module {
@@ -208,6 +226,31 @@ TEST_CASE("method argument kinds and registration errors") {
   CHECK_THROWS_AS(k->call_method("count", {true}), TypeError);
   CHECK_THROWS_AS((*k)({zeros({2}), 1, "c", Value(), 7, 2.5, true}), TypeError);
   CHECK(has(message_of([&] { (*k)({zeros({2}), 1, "c", Value(), 7, 2.5, true}); }), "'b'"));
+
+  auto c = std::make_shared<Containers>();
+  Value out = (*c)({ValueList{ones({2}), full({2}, 2.0)}, ValueDict{{"k", 3}}});
+  REQUIRE(out.is_list());
+  CHECK(out[0].tensor().to_vector<float>() == std::vector<float>{9.f, 9.f});  // (1 + 2) * 3
+  CHECK(out[1].to_int() == 0);
+  out = c->call_method("forward", {ValueList{ones({2})}, ValueDict{{"k", 1}}},
+                       {{"scale", 0.5}, {"extra", ValueList{1, 2}}});
+  CHECK(out[0].tensor().to_vector<float>() == std::vector<float>{0.5f, 0.5f});
+  CHECK(out[1].to_int() == 2);
+  check_throws_mentioning<TypeError>(
+      [&] {
+        (*c)({ones({2}), ValueDict{}});
+      },
+      "argument 'xs' must be a list, not Tensor");
+  check_throws_mentioning<TypeError>(
+      [&] {
+        (*c)({ValueList{1}, ValueDict{}});
+      },
+      "argument 'xs' must be a Tensor, not int");
+  check_throws_mentioning<TypeError>(
+      [&] {
+        (*c)({ValueList{}, ValueList{}});
+      },
+      "argument 'opts' must be a dict");
 
   nn::Module m;
   auto noop = [](std::vector<Value>&, const std::string&) { return Value(); };

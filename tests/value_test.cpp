@@ -41,6 +41,28 @@ TEST_CASE("value kinds and accessors") {
   CHECK(d["b"].str() == "x");
   CHECK(d.dict().keys() == std::vector<std::string>{"a", "b"});
   CHECK(std::string(Value(1.5).kind_name()) == "float");
+  // every integer type is an int, every floating type a double
+  CHECK(Value(3u).to_int() == 3);
+  CHECK(Value(size_t{4}).to_int() == 4);
+  CHECK(Value(5LL).to_int() == 5);
+  CHECK(Value(short{-6}).to_int() == -6);
+  CHECK(Value(1.5f).to_double() == 1.5);
+  CHECK(Value(2.5L).to_double() == 2.5);
+  // tuples, pairs and vectors are lists
+  Value tp = std::make_tuple(t, 2, std::string("s"));
+  REQUIRE(tp.is_list());
+  CHECK(tp[0].tensor().is_same(t));
+  CHECK(tp[1].to_int() == 2);
+  CHECK(tp[2].str() == "s");
+  Value pr = std::make_pair(1.5, true);
+  CHECK(pr[0].to_double() == 1.5);
+  CHECK(pr[1].to_bool());
+  Value vt = std::vector<Tensor>{t, t};
+  CHECK(vt.list().size() == 2);
+  CHECK(vt[1].tensor().is_same(t));
+  Value vb = std::vector<bool>{true, false};
+  CHECK(vb[1].kind() == Value::Kind::Bool);
+  CHECK(Value(std::vector<int>{}).list().empty());
 }
 
 TEST_CASE("value checked accessors throw TypeError naming what is held") {

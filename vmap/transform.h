@@ -51,30 +51,6 @@ template <class... Ts>
 struct IsTuple<std::tuple<Ts...>> : std::true_type {};
 
 template <class T>
-Value to_value(const T& x) {
-  if constexpr (std::is_same_v<T, Value>) {
-    return x;
-  } else if constexpr (std::is_same_v<T, Tensor> || std::is_same_v<T, TensorDict> ||
-                       std::is_same_v<T, ValueList> || std::is_same_v<T, ValueDict>) {
-    return Value(x);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    return Value(x);
-  } else if constexpr (std::is_integral_v<T>) {
-    return Value(static_cast<int64_t>(x));
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return Value(static_cast<double>(x));
-  } else if constexpr (IsTuple<T>::value) {
-    ValueList l;
-    std::apply([&](const auto&... e) { (l.push_back(to_value(e)), ...); }, x);
-    return Value(std::move(l));
-  } else {  // a std::vector of convertible values
-    ValueList l;
-    for (const auto& e : x) l.push_back(to_value(e));
-    return Value(std::move(l));
-  }
-}
-
-template <class T>
 T from_value(const Value& v) {
   if constexpr (std::is_same_v<T, Value>) {
     return v;
@@ -106,7 +82,7 @@ T from_value(const Value& v) {
 
 template <class... Args, class F, size_t... I>
 Value call_unpacked(const F& f, const ValueList& l, std::index_sequence<I...>) {
-  return to_value(f(from_value<Args>(l[I])...));
+  return Value(f(from_value<Args>(l[I])...));
 }
 
 }  // namespace detail
@@ -117,7 +93,7 @@ template <class F>
 auto vmap(F f, VmapOptions options = {}) {
   return [f = std::move(f), options = std::move(options)](const auto&... args) {
     using R = std::invoke_result_t<const F&, std::decay_t<decltype(args)>...>;
-    ValueList list{detail::to_value(args)...};
+    ValueList list{Value(args)...};
     auto fn = [&f](const ValueList& l) -> Value {
       return detail::call_unpacked<std::decay_t<decltype(args)>...>(
           f, l, std::index_sequence_for<decltype(args)...>{});

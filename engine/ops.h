@@ -259,16 +259,26 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // ---- in place (return self) ----
 // The result type of the op must be castable to self's dtype (no float into an integer tensor),
 // and other must broadcast to self's shape.
-Tensor& add_(Tensor& self, const Tensor& other);
-Tensor& mul_(Tensor& self, const Tensor& other);
-Tensor& sub_(Tensor& self, const Tensor& other);
-Tensor& div_(Tensor& self, const Tensor& other);
-Tensor& add_(Tensor& self, Scalar other);
-Tensor& mul_(Tensor& self, Scalar other);
-Tensor& sub_(Tensor& self, Scalar other);
-Tensor& div_(Tensor& self, Scalar other);
-Tensor& copy_(Tensor& self, const Tensor& src);
-Tensor& fill_(Tensor& self, Scalar value);
+// A Tensor is a handle to its storage: a const one (a module's Param) or a temporary view (x[0],
+// x.slice(...)) is written through too, as with libtorch's const in-place ops; a non-const self
+// is returned as it came.
+#define TD_INPLACE(name, Other)                        \
+  const Tensor& name(const Tensor& self, Other other); \
+  inline Tensor& name(Tensor& self, Other other) {     \
+    name(static_cast<const Tensor&>(self), other);     \
+    return self;                                       \
+  }
+TD_INPLACE(add_, const Tensor&)
+TD_INPLACE(mul_, const Tensor&)
+TD_INPLACE(sub_, const Tensor&)
+TD_INPLACE(div_, const Tensor&)
+TD_INPLACE(add_, Scalar)
+TD_INPLACE(mul_, Scalar)
+TD_INPLACE(sub_, Scalar)
+TD_INPLACE(div_, Scalar)
+TD_INPLACE(copy_, const Tensor&)
+TD_INPLACE(fill_, Scalar)
+#undef TD_INPLACE
 
 // ---- comparisons of whole tensors (data-dependent: RuntimeError on batched tensors) ----
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

@@ -341,5 +341,15 @@ Tensor& Tensor::mul_(Scalar o) { return td::mul_(*this, o); }
 Tensor& Tensor::sub_(Scalar o) { return td::sub_(*this, o); }
 Tensor& Tensor::div_(Scalar o) { return td::div_(*this, o); }
 Tensor& Tensor::fill_(Scalar value) { return td::fill_(*this, value); }
+const Tensor& Tensor::add_(const Tensor& o) const { return td::add_(*this, o); }
+const Tensor& Tensor::mul_(const Tensor& o) const { return td::mul_(*this, o); }
+const Tensor& Tensor::copy_(const Tensor& src) const { return td::copy_(*this, src); }
+const Tensor& Tensor::sub_(const Tensor& o) const { return td::sub_(*this, o); }
+const Tensor& Tensor::div_(const Tensor& o) const { return td::div_(*this, o); }
+const Tensor& Tensor::add_(Scalar o) const { return td::add_(*this, o); }
+const Tensor& Tensor::mul_(Scalar o) const { return td::mul_(*this, o); }
+const Tensor& Tensor::sub_(Scalar o) const { return td::sub_(*this, o); }
+const Tensor& Tensor::div_(Scalar o) const { return td::div_(*this, o); }
+const Tensor& Tensor::fill_(Scalar value) const { return td::fill_(*this, value); }
 
 }  // namespace td

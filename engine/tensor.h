@@ -181,6 +181,18 @@ class Tensor {
   Tensor& div_(Scalar o);
   Tensor& copy_(const Tensor& src);
   Tensor& fill_(Scalar value);
+  // the same through a const handle (a module's Param, `lin->weight->fill_(0.5)`): the storage
+  // is written, the handle is not
+  const Tensor& add_(const Tensor& o) const;
+  const Tensor& mul_(const Tensor& o) const;
+  const Tensor& sub_(const Tensor& o) const;
+  const Tensor& div_(const Tensor& o) const;
+  const Tensor& add_(Scalar o) const;
+  const Tensor& mul_(Scalar o) const;
+  const Tensor& sub_(Scalar o) const;
+  const Tensor& div_(Scalar o) const;
+  const Tensor& copy_(const Tensor& src) const;
+  const Tensor& fill_(Scalar value) const;
   // x += y etc.: the in-place ops above (x's dtype and shape are kept)
   Tensor& operator+=(const Tensor& o) { return add_(o); }
   Tensor& operator-=(const Tensor& o) { return sub_(o); }

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "modules/modules.h"
 #include "tests/test_util.h"
 #include "vmap/vmap.h"
 
@@ -59,6 +60,29 @@ TEST_CASE("in-place ops through non-contiguous views") {
   Tensor e = zeros({0, 3});
   add_(e, ones({3}));
   CHECK(e.numel() == 0);
+}
+
+TEST_CASE("in-place ops through a temporary view or a const handle write the storage") {
+  Tensor x = zeros({2, 3});
+  add_(x[0], ones({3}));        // a temporary view, as libtorch's const in-place ops
+  mul_(x.slice(1, 1, 2), 5.0);  // column 1 only
+  x.select(0, 1).sub_(2.0);     // the member form on a temporary
+  CHECK(x.to_vector<float>() == std::vector<float>{1.f, 5.f, 1.f, -2.f, -2.f, -2.f});
+  const Tensor c = zeros({2});
+  const Tensor& r = c.add_(3);
+  CHECK(&r == &c);
+  fill_(c, 1.5);
+  copy_(c[1], scalar_tensor(4.0));
+  div_(c, 2.0);
+  CHECK(c.to_vector<float>() == std::vector<float>{0.75f, 2.f});
+  // a module's parameter is a const handle: set by hand, as `lin->weight.fill_` in libtorch
+  auto lin = std::make_shared<nn::Linear>(2, 1);
+  lin->weight->fill_(0.5);
+  lin->bias->copy_(tensor({1.f}));
+  CHECK(lin->forward(tensor({2.f, 4.f}, {1, 2})).item<float>() == 4.f);  // 0.5 * 6 + 1
+  // a batched write into an expanded view is refused as it is without const
+  const Tensor ex = zeros({1, 3}).expand({2, 3});
+  CHECK_THROWS_AS(ex.fill_(1.0), RuntimeError);
 }
 
 TEST_CASE("copy_ broadcasts and casts, fill_ fills any dtype") {

@@ -87,25 +87,30 @@ std::vector<Tensor> fill__impl(std::span<const Tensor> in, const OpAttrs& a) {
 
 }  // namespace impl
 
-Tensor& add_(Tensor& self, const Tensor& other) {
+const Tensor& add_(const Tensor& self, const Tensor& other) {
   call_op1(OpId::add_, {self, other});
   return self;
 }
 
-Tensor& mul_(Tensor& self, const Tensor& other) {
+const Tensor& mul_(const Tensor& self, const Tensor& other) {
   call_op1(OpId::mul_, {self, other});
   return self;
 }
 
-Tensor& add_(Tensor& self, Scalar other) { return add_(self, wrap_scalar(other, self)); }
-Tensor& mul_(Tensor& self, Scalar other) { return mul_(self, wrap_scalar(other, self)); }
+const Tensor& add_(const Tensor& self, Scalar other) {
+  return add_(self, wrap_scalar(other, self));
+}
+const Tensor& mul_(const Tensor& self, Scalar other) {
+  return mul_(self, wrap_scalar(other, self));
+}
 
 namespace {
 
 // self = op(self, other) for ops without an in-place kernel: add_'s checks, then the
 // out-of-place result is copied in.
 template <class F>
-Tensor& assign_result(const char* op, Tensor& self, const Tensor& other, bool true_div, F f) {
+const Tensor& assign_result(const char* op, const Tensor& self, const Tensor& other, bool true_div,
+                            F f) {
   if (!self.defined() || !other.defined())
     throw_error<ValueError>("[", op, "] got an undefined tensor");
   DType result = result_type({self, other});
@@ -116,23 +121,27 @@ Tensor& assign_result(const char* op, Tensor& self, const Tensor& other, bool tr
 
 }  // namespace
 
-Tensor& sub_(Tensor& self, const Tensor& other) {
+const Tensor& sub_(const Tensor& self, const Tensor& other) {
   return assign_result("sub_", self, other, false,
                        [](const Tensor& a, const Tensor& b) { return sub(a, b); });
 }
-Tensor& div_(Tensor& self, const Tensor& other) {
+const Tensor& div_(const Tensor& self, const Tensor& other) {
   return assign_result("div_", self, other, true,
                        [](const Tensor& a, const Tensor& b) { return div(a, b); });
 }
-Tensor& sub_(Tensor& self, Scalar other) { return sub_(self, wrap_scalar(other, self)); }
-Tensor& div_(Tensor& self, Scalar other) { return div_(self, wrap_scalar(other, self)); }
+const Tensor& sub_(const Tensor& self, Scalar other) {
+  return sub_(self, wrap_scalar(other, self));
+}
+const Tensor& div_(const Tensor& self, Scalar other) {
+  return div_(self, wrap_scalar(other, self));
+}
 
-Tensor& copy_(Tensor& self, const Tensor& src) {
+const Tensor& copy_(const Tensor& self, const Tensor& src) {
   call_op1(OpId::copy_, {self, src});
   return self;
 }
 
-Tensor& fill_(Tensor& self, Scalar value) {
+const Tensor& fill_(const Tensor& self, Scalar value) {
   OpAttrs a;
   a.value = value;
   call_op1(OpId::fill_, {self}, a);

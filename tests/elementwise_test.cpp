@@ -169,6 +169,12 @@ TEST_CASE("type promotion") {
   CHECK(wrap_scalar(2.5, d).dtype() == kFloat64);
   CHECK_THROWS_AS(b - b, TypeError);
   check_throws_naming_op<TypeError>([&] { sub(b, b); }, "sub");
+  // one bool operand is refused too, as torch does, whatever the other would promote it to
+  check_throws_mentioning<TypeError>([&] { (void)(1 - b); }, "[sub] subtraction with a bool");
+  CHECK_THROWS_AS((void)(b - 1), TypeError);
+  CHECK_THROWS_AS((void)(f - b), TypeError);
+  CHECK_THROWS_AS(sub_(f, b), TypeError);
+  CHECK((b + 1).to_vector<int64_t>() == std::vector<int64_t>{2, 1});  // other ops promote
 }
 
 TEST_CASE("comparisons and logical ops give bool") {

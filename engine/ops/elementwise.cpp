@@ -61,10 +61,13 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
       if (!is_floating(compute)) compute = out = DType::Float32;
       break;
     case BinaryKind::Sub:
-      if (compute == DType::Bool)
-        throw_error<TypeError>("[sub] subtraction of two bool tensors (shapes ",
-                               shape_str(a.shape()), " and ", shape_str(b.shape()),
-                               ") is not supported; use a ^ b (bitwise_xor) or logical_not");
+      // as torch: a bool operand is refused even when the other would promote it
+      if (a.dtype() == DType::Bool || b.dtype() == DType::Bool)
+        throw_error<TypeError>("[sub] subtraction with a bool tensor (", dtype_name(a.dtype()),
+                               " of shape ", shape_str(a.shape()), " and ", dtype_name(b.dtype()),
+                               " of shape ", shape_str(b.shape()),
+                               ") is not supported; use logical_not to invert a mask, a ^ b "
+                               "(bitwise_xor) for two");
       break;
     case BinaryKind::BitAnd:
     case BinaryKind::BitOr:

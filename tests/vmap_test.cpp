@@ -360,6 +360,9 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   Tensor x = randn({3, 4});
   // normalized_shape [3, 4] over a per-set [4] (the stacked [3, 4] would normalise across sets)
   refused_both([](Tensor t) { return layer_norm(t, {3, 4}); }, x, "[layer_norm]");
+  // a repeated dim of a per-set 0-d input
+  refused_both([](Tensor t) { return t.sum({0, 0}); }, randn({3}), "appears multiple times");
+  refused_both([](Tensor t) { return t.amax({-1, 0}); }, randn({3}), "[amax]");
   // a per-set [H, W] is not a [C, H, W]
   refused_both([](Tensor t) { return max_pool2d(t, {2}); }, randn({2, 4, 4}), "[max_pool2d]");
   refused_both([](Tensor t) { return avg_pool2d(t, {2}); }, randn({2, 4, 4}), "[avg_pool2d]");
@@ -449,6 +452,13 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   // stacked layer_norm weights: per-set [1, 4] is not normalized_shape [4]
   auto ln = vmap([](Tensor t, Tensor w) { return layer_norm(t, {4}, w); });
   CHECK_THROWS_AS(ln(randn({3, 2, 4}), ones({3, 1, 4})), ValueError);
+  // and a stacked weight of another dtype, which the batched path would have promoted
+  CHECK_THROWS_AS(layer_norm(randn({2, 4}), {4}, ones({4}, kFloat64)), TypeError);
+  check_throws_mentioning<TypeError>(
+      [&] {
+        ln(randn({3, 2, 4}), ones({3, 4}, kFloat64));
+      },
+      "[layer_norm] weight has dtype");
   CHECK_THROWS_AS(layer_norm(randn({2, 4}), {4}, ones({1, 4})), ValueError);
   // and what a call per set accepts still runs: a per-set 1-D linear weight (x @ w), per-set
   // weight [4], per-set pool input [C, H, W]

@@ -15,6 +15,15 @@ TD_OPS(TD_X)
 // int64, a finite value beyond float32's range), as torch's full and fill_ raise.
 void check_scalar_fits(const char* op, Scalar value, DType dtype);
 
+// A reduction's dims normalised and sorted (all of them when dims is empty; none for a 0-d
+// input, which takes dim 0 / -1 as in torch); a repeated dim is a ValueError. Shared with the
+// reductions' vmap rule, which checks a 0-d per-set input's dims with it.
+IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim);
+
+// TypeErrors naming op: x must be floating; t (when defined), `what` of op, must have x's dtype.
+void check_floating(const char* op, const Tensor& x);
+void check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what);
+
 // linear's argument checks on (per-set) shapes and its compute dtype: a ValueError or TypeError
 // naming linear, `what` ("shape" or "per-set shape") naming the shapes. Shared with vmap's
 // linear rule, which calls the GEMM kernel itself for stacked weights. b: the bias's, or null.

@@ -15,17 +15,23 @@ namespace {
 
 Tensor opt_input(std::span<const Tensor> in, size_t i) { return i < in.size() ? in[i] : Tensor(); }
 
-void check_floating(const char* op, const Tensor& x) {
+}  // namespace
+
+void impl::check_floating(const char* op, const Tensor& x) {
   if (!is_floating(x.dtype()))
     throw_error<TypeError>("[", op, "] expects a floating point input, got ", x.dtype(),
                            " of shape ", x.shape());
 }
 
-void check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what) {
+void impl::check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what) {
   if (t.defined() && t.dtype() != x.dtype())
     throw_error<TypeError>("[", op, "] ", what, " has dtype ", t.dtype(), " but input has ",
                            x.dtype());
 }
+
+namespace {
+using impl::check_floating;
+using impl::check_same_dtype;
 
 // An optional input's shape for the shared shape checks (null when absent).
 const Shape* shape_or_null(const Tensor& t) { return t.defined() ? &t.shape() : nullptr; }

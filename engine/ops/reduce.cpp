@@ -17,7 +17,8 @@ const Tensor& single(const char* op, std::span<const Tensor> in) {
   return in[0];
 }
 
-// Normalised, sorted dims; empty means every dim. Repeats are a ValueError.
+}  // namespace
+
 IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim) {
   IntList out;
   if (dims.empty()) {
@@ -34,6 +35,8 @@ IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim) {
   if (ndim == 0) out.clear();
   return out;
 }
+
+namespace {
 
 std::vector<Tensor> run_reduce(const char* op, ReduceKind kind, std::span<const Tensor> in,
                                const OpAttrs& attrs) {

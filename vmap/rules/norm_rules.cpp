@@ -13,7 +13,10 @@ std::vector<Batched> layer_norm_rule(const RuleContext&, std::span<const Batched
   const Batched& x = in[0];
   Batched w = in.size() > 1 ? in[1] : Batched{};
   Batched b = in.size() > 2 ? in[2] : Batched{};
-  // the ops below see stacked shapes: check the per-set ones as a call per set would
+  // the ops below see stacked shapes (and promote a batched w or b): check the per-set call
+  impl::check_floating("layer_norm", x.value);
+  impl::check_same_dtype("layer_norm", x.value, w.value, "weight");
+  impl::check_same_dtype("layer_norm", x.value, b.value, "bias");
   impl::check_layer_norm("per-set shape", per_set_shape(x), attrs.sizes, OptShape(w).get(),
                          OptShape(b).get());
   Tensor xf = move_bdim_to_front(x);

@@ -1,5 +1,6 @@
 // Reductions and softmax: per-set dims shift past the front batch dim; "all dims" means all
 // per-set dims, so the batch is never reduced.
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -14,7 +15,7 @@ std::vector<Batched> reduce_rule(const RuleContext& ctx, std::span<const Batched
   OpAttrs a = attrs;
   bool arg = ctx.op == OpId::argmax || ctx.op == OpId::argmin;
   if (rank == 0) {
-    for (int64_t d : attrs.dims) wrap_dim(name, d, 0);
+    impl::reduce_dims(name, attrs.dims, 0);
     a.dims = {1};
     a.keepdim = false;
     Tensor u = x.unsqueeze(1);

@@ -162,6 +162,21 @@ TEST_CASE("index_select errors") {
   CHECK_THROWS_AS(index_select(x, 0, tensor<int64_t>({0, 1}, {1, 2})), ValueError);
 }
 
+TEST_CASE("index_select and gather on a 0-d input: dim 0 or -1 of size 1, as torch") {
+  Tensor s = scalar_tensor(5.0);
+  Tensor y = index_select(s, 0, tensor<int64_t>({0}));
+  CHECK(y.shape() == Shape{});
+  CHECK(y.item<float>() == 5.f);
+  CHECK_FALSE(y.shares_storage(s));
+  CHECK(index_select(s, -1, full({}, int64_t{0})).item<float>() == 5.f);
+  CHECK_THROWS_AS(index_select(s, 1, tensor<int64_t>({0})), IndexError);
+  check_throws_mentioning<IndexError>([&] { index_select(s, 0, tensor<int64_t>({1})); }, "index 1");
+  CHECK(gather(s, -1, full({}, int64_t{0})).item<float>() == 5.f);
+  check_throws_mentioning<IndexError>([&] { gather(s, 1000000, full({}, int64_t{0})); },
+                                      "[gather]");
+  CHECK_THROWS_AS(gather(s, 0, full({}, int64_t{1})), IndexError);
+}
+
 TEST_CASE("gather") {
   // PyTorch docs: gather([[1, 2], [3, 4]], 1, [[0, 0], [1, 0]]) = [[1, 1], [4, 3]]
   Tensor t = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});

@@ -29,8 +29,12 @@ std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs&
   check_index_dtype("index_select", index);
   if (index.dim() > 1)
     throw_error<ValueError>("[index_select] index must be 1-D, got shape ", index.shape());
-  if (x.dim() == 0)
-    throw_error<ValueError>("[index_select] input must have at least 1 dim, got shape ", x.shape());
+  if (x.dim() == 0) {
+    // as torch: dim 0 / -1 of a 0-d input has size 1, and the result is 0-d again
+    normalize_dim("index_select", a.dim, 1);
+    for (int64_t v : index.to_vector<int64_t>()) check_index_in_range("index_select", v, 1, 0);
+    return {x.clone()};
+  }
   const int64_t dim = normalize_dim("index_select", a.dim, x.dim());
   const std::vector<int64_t> ids = index.to_vector<int64_t>();
   const int64_t size = x.size(dim);
@@ -63,7 +67,7 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
     throw_error<ValueError>("[gather] index of shape ", index.shape(),
                             " must have as many dims as input of shape ", x.shape());
   const int64_t nd = x.dim();
-  const int64_t dim = nd == 0 ? 0 : normalize_dim("gather", a.dim, nd);
+  const int64_t dim = normalize_dim("gather", a.dim, std::max<int64_t>(nd, 1));  // 0-d: 0 or -1
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim && index.size(d) > x.size(d))
       throw_error<ValueError>("[gather] index of shape ", index.shape(),

@@ -32,14 +32,15 @@ MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, double p, bool with
 }
 
 namespace {
-// A bool mask (True = masked) becomes -inf where set; a float mask is returned as is.
-Tensor additive_mask(const Tensor& m, const char* what) {
+// A bool mask (True = masked) becomes -inf where set; a float mask is added as it is. Either is
+// in the query's dtype, as in torch (a float64 mask does not promote a float32 attention).
+Tensor additive_mask(const Tensor& m, const char* what, DType dtype) {
   if (m.dtype() == kBool)
-    return where(m, -std::numeric_limits<double>::infinity(), zeros({}, kFloat32));
+    return where(m, -std::numeric_limits<double>::infinity(), zeros({}, dtype));
   if (!is_floating(m.dtype()))
     throw_error<TypeError>("[MultiheadAttention] ", what, " must be bool or float, got ",
                            dtype_name(m.dtype()));
-  return m;
+  return m.to(dtype);
 }
 }  // namespace
 
@@ -85,7 +86,7 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
   Tensor scores = matmul(qh, kh.transpose(-2, -1));  // [N, H, L, S]
 
   if (!attn_mask.is_none()) {
-    Tensor m = additive_mask(attn_mask.tensor(), "attn_mask");
+    Tensor m = additive_mask(attn_mask.tensor(), "attn_mask", query.dtype());
     if (m.dim() == 2) {
       if (m.shape() != Shape{L, S})
         throw_error<ValueError>(op, " attn_mask should have shape ", shape_str(Shape{L, S}),
@@ -102,7 +103,7 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
     }
   }
   if (!key_padding_mask.is_none()) {
-    Tensor m = additive_mask(key_padding_mask.tensor(), "key_padding_mask");
+    Tensor m = additive_mask(key_padding_mask.tensor(), "key_padding_mask", query.dtype());
     Shape want = unbatched ? Shape{S} : Shape{N, S};
     if (m.shape() != want)
       throw_error<ValueError>(op, " key_padding_mask should have shape ", shape_str(want), ", got ",

@@ -192,6 +192,13 @@ TEST_CASE("MultiheadAttention parameters and errors") {
   Tensor mask = gt(tensor({0.f, 1.f, 0.f, 1.f}, {2, 2}), 0.5);
   Value r = (*m)({randn({2, 1, 6}), randn({2, 1, 6}), randn({2, 1, 6})}, {{"attn_mask", mask}});
   CHECK(r[1].tensor().to_vector<float>() == std::vector<float>{1, 0, 1, 0});
+  // a float64 mask is taken in the query's dtype, as torch does: a float32 result
+  Tensor q2 = randn({2, 1, 6});
+  Value plain = (*m)({q2, q2, q2});
+  Value with64 = (*m)({q2, q2, q2}, {{"attn_mask", zeros({2, 2}, kFloat64)}});
+  CHECK(with64[0].tensor().dtype() == kFloat32);
+  CHECK(with64[1].tensor().dtype() == kFloat32);
+  CHECK(allclose(with64[0].tensor(), plain[0].tensor()));
 }
 
 TEST_CASE("initialisation follows PyTorch and the seeded generator") {

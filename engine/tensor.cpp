@@ -330,6 +330,14 @@ Tensor Tensor::sqrt() const { return td::sqrt(*this); }
 Tensor Tensor::neg() const { return td::neg(*this); }
 Tensor Tensor::relu() const { return td::relu(*this); }
 Tensor Tensor::matmul(const Tensor& o) const { return td::matmul(*this, o); }
+Tensor Tensor::add(const Tensor& o) const { return td::add(*this, o); }
+Tensor Tensor::sub(const Tensor& o) const { return td::sub(*this, o); }
+Tensor Tensor::mul(const Tensor& o) const { return td::mul(*this, o); }
+Tensor Tensor::div(const Tensor& o) const { return td::div(*this, o); }
+Tensor Tensor::add(Scalar o) const { return td::add(*this, o); }
+Tensor Tensor::sub(Scalar o) const { return td::sub(*this, o); }
+Tensor Tensor::mul(Scalar o) const { return td::mul(*this, o); }
+Tensor Tensor::div(Scalar o) const { return td::div(*this, o); }
 
 Tensor& Tensor::add_(const Tensor& o) { return td::add_(*this, o); }
 Tensor& Tensor::mul_(const Tensor& o) { return td::mul_(*this, o); }

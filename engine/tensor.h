@@ -169,6 +169,15 @@ class Tensor {
   Tensor neg() const;
   Tensor relu() const;
   Tensor matmul(const Tensor& o) const;
+  // the operators as methods, as libtorch's x.add(y)
+  Tensor add(const Tensor& o) const;
+  Tensor sub(const Tensor& o) const;
+  Tensor mul(const Tensor& o) const;
+  Tensor div(const Tensor& o) const;
+  Tensor add(Scalar o) const;
+  Tensor sub(Scalar o) const;
+  Tensor mul(Scalar o) const;
+  Tensor div(Scalar o) const;
 
   // in place
   Tensor& add_(const Tensor& o);

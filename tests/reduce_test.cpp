@@ -580,4 +580,14 @@ TEST_CASE("all, any, max and min as torch's, and the reductions as methods") {
   CHECK(allclose(c.clamp(-1.0, 1.0), clamp(c, -1.0, 1.0)));
   CHECK(allclose(c.tanh(), tanh(c)));
   CHECK(allclose(c.sigmoid(), sigmoid(c)));
+  // arithmetic methods, checked by hand: [1, 2] op [4, 8] and op 2
+  Tensor p = tensor({1.f, 2.f}), q = tensor({4.f, 8.f});
+  CHECK(p.add(q).to_vector<float>() == std::vector<float>{5.f, 10.f});
+  CHECK(p.sub(q).to_vector<float>() == std::vector<float>{-3.f, -6.f});
+  CHECK(p.mul(q).to_vector<float>() == std::vector<float>{4.f, 16.f});
+  CHECK(p.div(q).to_vector<float>() == std::vector<float>{0.25f, 0.25f});
+  CHECK(p.add(2).to_vector<float>() == std::vector<float>{3.f, 4.f});
+  CHECK(p.sub(2).to_vector<float>() == std::vector<float>{-1.f, 0.f});
+  CHECK(p.mul(2.5).to_vector<float>() == std::vector<float>{2.5f, 5.f});
+  CHECK(tensor<int64_t>({1, 3}).div(2).to_vector<float>() == std::vector<float>{0.5f, 1.5f});
 }

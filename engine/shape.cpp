@@ -1,5 +1,6 @@
 #include "engine/shape.h"
 
+#include <algorithm>
 #include <ostream>
 #include <sstream>
 
@@ -72,15 +73,58 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
   return out;
 }
 
+std::optional<int64_t> checked_product(const Shape& s) {
+  int64_t n = 1;
+  for (auto d : s) {
+    if (d == 0) return 0;
+    if (__builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  }
+  return n;
+}
+
+[[noreturn]] static void throw_too_many(const char* op, const Shape& s) {
+  throw_error<ValueError>("[", op, "] shape ", s, " has too many elements (overflows int64)");
+}
+
+int64_t checked_numel(const char* op, const Shape& s) {
+  const auto n = checked_product(s);
+  if (!n) throw_too_many(op, s);
+  return *n;
+}
+
 void check_sizes(const char* op, const Shape& s) {
   for (auto d : s)
     if (d < 0) throw_error<ValueError>("[", op, "] negative size in shape ", s);
-  int64_t n = 1;
-  for (auto d : s) {
-    if (d == 0) return;
-    if (__builtin_mul_overflow(n, d, &n))
-      throw_error<ValueError>("[", op, "] shape ", s, " has too many elements (overflows int64)");
+  checked_numel(op, s);
+}
+
+Shape infer_size(const char* op, const Shape& requested, int64_t numel) {
+  Shape s = requested;
+  int64_t infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      if (infer >= 0) throw_error<ValueError>("[", op, "] only one dim can be -1, got ", requested);
+      infer = static_cast<int64_t>(i);
+      s[i] = 1;  // counts as 1 in the known product
+    } else if (s[i] < 0) {
+      throw_error<ValueError>("[", op, "] negative size in shape ", requested);
+    }
   }
+  const auto product = checked_product(s);
+  if (!product) throw_too_many(op, requested);
+  const int64_t known = *product;
+  if (infer >= 0 ? known == 0 || numel % known != 0 : known != numel)
+    throw_error<ValueError>("[", op, "] shape ", requested, " is invalid for input of ", numel,
+                            " elements");
+  if (infer >= 0) s[infer] = numel / known;
+  return s;
+}
+
+SliceRange slice_range(int64_t n, int64_t start, int64_t end, int64_t step) {
+  auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
+  const int64_t s = clampi(start), e = std::max(clampi(end), s);
+  // not (e - s + step - 1) / step, which overflows for a huge step
+  return {s, e, e == s ? 0 : (e - s - 1) / step + 1};
 }
 
 }  // namespace td

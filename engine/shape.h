@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,7 +40,22 @@ inline int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
 int64_t normalize_insert_dim(const char* op, int64_t dim, int64_t ndim);
 // NumPy broadcasting; ValueError naming op and both shapes when they do not broadcast.
 Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b);
-// Rejects negative sizes with a ValueError naming op.
+// The product of s multiplied in order, as PyTorch does (an overflow before a 0 dim counts), or
+// nullopt when it overflows int64.
+std::optional<int64_t> checked_product(const Shape& s);
+// checked_product, or a ValueError naming op and s when it overflows.
+int64_t checked_numel(const char* op, const Shape& s);
+// Rejects negative sizes and an overflowing element count with a ValueError naming op.
 void check_sizes(const char* op, const Shape& s);
+// requested (view, reshape) with its one -1 resolved for numel elements; ValueError naming op
+// when the sizes are negative, overflow or do not hold numel elements.
+Shape infer_size(const char* op, const Shape& requested, int64_t numel);
+
+// x[start:end:step] over a dim of n elements (step > 0): start and end clamped into [0, n] as in
+// Python (negative from the end), end >= start, and the length, without overflow for any input.
+struct SliceRange {
+  int64_t start, end, length;
+};
+SliceRange slice_range(int64_t n, int64_t start, int64_t end, int64_t step);
 
 }  // namespace td

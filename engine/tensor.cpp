@@ -249,7 +249,7 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   int64_t n = size(d);
   if (start < 0) start += n;
-  if (start < 0 || length < 0 || start + length > n)
+  if (start < 0 || length < 0 || length > n - start)  // not start + length: it may overflow
     throw_error<IndexError>("[narrow] start ", start, " and length ", length,
                             " out of range for dim ", d, " of shape ", shape());
   return slice(d, start, start + length, 1);

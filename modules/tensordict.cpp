@@ -246,16 +246,11 @@ TensorDict TensorDict::slice(int64_t start, int64_t end, int64_t step) const {
   if (batch_size_.empty())
     throw_error<ValueError>("[TensorDict] cannot slice a TensorDict with batch_size []");
   if (step <= 0) throw_error<ValueError>("[TensorDict] slice step must be positive, got ", step);
-  int64_t n = batch_size_[0];
-  auto clampi = [n](int64_t v) {
-    if (v < 0) v += n;
-    return std::clamp<int64_t>(v, 0, n);
-  };
-  int64_t s = clampi(start), e = std::max(clampi(end), clampi(start));
+  const SliceRange r = slice_range(batch_size_[0], start, end, step);
   Shape bs = batch_size_;
-  bs[0] = (e - s + step - 1) / step;
+  bs[0] = r.length;
   return map_dict(
-      *this, [s, e, step](const Tensor& t) { return t.slice(0, s, e, step); }, bs);
+      *this, [r, step](const Tensor& t) { return t.slice(0, r.start, r.end, step); }, bs);
 }
 
 TensorDict TensorDict::stack(const std::vector<TensorDict>& dicts, int64_t dim) {
@@ -302,28 +297,7 @@ TensorDict TensorDict::stack(const std::vector<TensorDict>& dicts, int64_t dim) 
 
 TensorDict TensorDict::reshape(const Shape& batch_size) const {
   int64_t n = shape_numel(batch_size_);
-  Shape bs = batch_size;
-  int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < bs.size(); ++i) {
-    if (bs[i] == -1) {
-      if (infer >= 0) throw_error<ValueError>("[TensorDict.reshape] only one dim may be -1");
-      infer = static_cast<int64_t>(i);
-    } else if (bs[i] < 0) {
-      throw_error<ValueError>("[TensorDict.reshape] invalid batch size ", shape_str(batch_size));
-    } else {
-      known *= bs[i];
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0 || n % known != 0)
-      throw_error<ValueError>("[TensorDict.reshape] cannot reshape batch_size ",
-                              shape_str(batch_size_), " to ", shape_str(batch_size));
-    bs[infer] = n / known;
-  }
-  if (shape_numel(bs) != n)
-    throw_error<ValueError>("[TensorDict.reshape] cannot reshape batch_size ",
-                            shape_str(batch_size_), " to ", shape_str(batch_size),
-                            ": different number of elements");
+  const Shape bs = infer_size("TensorDict.reshape", batch_size, n);
   size_t nb = batch_size_.size();
   return map_dict(
       *this,

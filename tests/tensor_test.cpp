@@ -418,3 +418,36 @@ TEST_CASE("full and fill_ refuse a value their dtype cannot hold, as torch") {
   d.fill_(-1e300);
   CHECK(d.item<double>() == -1e300);
 }
+
+TEST_CASE("unflatten of a 0-d tensor is an IndexError, as in PyTorch") {
+  check_throws_naming_op<IndexError>([] { scalar_tensor(3.0).unflatten(0, {2, -1}); }, "unflatten");
+  check_throws_naming_op<IndexError>([] { scalar_tensor(3.0).unflatten(0, {1}); }, "unflatten");
+}
+
+TEST_CASE("views with sizes whose product overflows int64 are errors, not UB") {
+  const int64_t big = int64_t{1} << 62, huge = int64_t{1} << 40;
+  check_throws_mentioning<ValueError>([&] { zeros({0}).view({big, big, 0}); }, "[view]");
+  check_throws_mentioning<ValueError>([&] { zeros({4}).view({-1, huge, huge}); }, "[view]");
+  check_throws_mentioning<ValueError>([&] { zeros({0}).reshape({big, big, 0}); }, "[reshape]");
+  check_throws_mentioning<ValueError>([&] { zeros({4}).reshape({-1, huge, huge}); }, "[reshape]");
+  check_throws_mentioning<ValueError>(
+      [&] {
+        ones({1, 1, 0}).expand({huge, huge, 0}).flatten(0, 1);
+      },
+      "[flatten]");
+  CHECK(zeros({0}).view({0, big, big}).shape() == Shape{0, big, big});  // PyTorch's order rule
+}
+
+TEST_CASE("slice with a huge step and narrow with a huge length do not overflow") {
+  const int64_t max = INT64_MAX;
+  // Python's slice: [0:5:max] is one element (PyTorch 1.13 overflows to none)
+  CHECK(arange(10).slice(0, 0, 5, max).to_vector<int64_t>() == std::vector<int64_t>{0});
+  CHECK(arange(10).slice(0, 3, max, max).to_vector<int64_t>() == std::vector<int64_t>{3});
+  CHECK(arange(10).slice(0, max, max, max).numel() == 0);
+  CHECK(arange(10).slice(0, -max - 1, max, 4).to_vector<int64_t>() ==
+        std::vector<int64_t>{0, 4, 8});
+  check_throws_naming_op<IndexError>([&] { arange(5).narrow(0, 2, max); }, "narrow");
+  check_throws_naming_op<IndexError>([&] { arange(5).narrow(0, max, 1); }, "narrow");
+  check_throws_naming_op<IndexError>([&] { arange(5).narrow(0, -2, max); }, "narrow");
+  CHECK(arange(5).narrow(0, 2, 3).to_vector<int64_t>() == std::vector<int64_t>{2, 3, 4});
+}

@@ -392,3 +392,18 @@ TEST_CASE("from_modules takes a braced list of module pointers") {
   CHECK(TensorDict::from_modules({a.get(), b.get()}, {.expand_identical = true}).batch_size() ==
         Shape{2});
 }
+
+TEST_CASE("TensorDict slice with a huge step and reshape to an overflowing batch") {
+  TensorDict d({4});
+  d.set("a", arange(4));
+  TensorDict s = d.slice(0, 2, INT64_MAX);
+  CHECK(s.batch_size() == Shape{1});
+  CHECK(s.get("a").to_vector<int64_t>() == std::vector<int64_t>{0});
+  TensorDict e({0});
+  e.set("a", zeros({0}));
+  check_throws_naming_op<ValueError>(
+      [&] {
+        e.reshape({int64_t{1} << 62, 4, 0});
+      },
+      "TensorDict.reshape");
+}

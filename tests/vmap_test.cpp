@@ -718,3 +718,9 @@ TEST_CASE("vmap: all, any and max along a dim are per set, as a loop over the se
   CHECK(a.to_vector<bool>() == std::vector<bool>{false, false});
   CHECK(n.to_vector<bool>() == std::vector<bool>{true, true, false, true});
 }
+
+TEST_CASE("vmap of unflatten on a per-set 0-d tensor is an IndexError, as unbatched") {
+  check_throws_mentioning<IndexError>(
+      [] { vmap([](Tensor x) { return x.unflatten(0, {1}); })(ones({2})); },
+      "[unflatten] dim 0 given but a tensor of shape [] has no dims");
+}

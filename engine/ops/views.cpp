@@ -14,32 +14,6 @@ Tensor make_view(const Tensor& x, Shape shape, Strides strides, int64_t offset) 
                               offset);
 }
 
-// Resolves one -1 and checks the element count.
-Shape infer_size(const char* op, const Shape& requested, int64_t numel) {
-  Shape s = requested;
-  int64_t known = 1, infer = -1;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == -1) {
-      if (infer >= 0) throw_error<ValueError>("[", op, "] only one dim can be -1, got ", requested);
-      infer = static_cast<int64_t>(i);
-    } else if (s[i] < 0) {
-      throw_error<ValueError>("[", op, "] negative size in shape ", requested);
-    } else {
-      known *= s[i];
-    }
-  }
-  if (infer >= 0) {
-    if (known == 0 || numel % known != 0)
-      throw_error<ValueError>("[", op, "] shape ", requested, " is invalid for input of ", numel,
-                              " elements");
-    s[infer] = numel / known;
-  } else if (known != numel) {
-    throw_error<ValueError>("[", op, "] shape ", requested, " is invalid for input of ", numel,
-                            " elements");
-  }
-  return s;
-}
-
 // Strides that view `old` (shape, strides) as `shape` without copying, if any (PyTorch's rule:
 // dims may merge or split only within runs of memory-contiguous dims).
 std::optional<Strides> view_strides(Shape old, Strides old_st, const Shape& shape) {
@@ -220,14 +194,14 @@ std::vector<Tensor> slice_impl(std::span<const Tensor> in, const OpAttrs& a) {
   if (x.dim() == 0) throw_error<IndexError>("[slice] cannot slice a 0-d tensor");
   int64_t d = normalize_dim("slice", a.dim, x.dim());
   if (a.step <= 0) throw_error<ValueError>("[slice] step must be positive, got ", a.step);
-  int64_t n = x.shape()[d];
-  auto clampi = [n](int64_t v) { return std::clamp<int64_t>(v < 0 ? v + n : v, 0, n); };
-  int64_t start = clampi(a.start), end = std::max(clampi(a.end), start);
+  const int64_t n = x.shape()[d];
+  const SliceRange r = slice_range(n, a.start, a.end, a.step);
   Shape s = x.shape();
   Strides st = x.strides();
-  int64_t off = x.offset() + (start < n ? start * st[d] : 0);
-  s[d] = (end - start + a.step - 1) / a.step;
-  st[d] *= a.step;
+  int64_t off = x.offset() + (r.start < n ? r.start * st[d] : 0);
+  s[d] = r.length;
+  // unsigned: wraps (as PyTorch's) only where the stride is never used, one element or none
+  st[d] = static_cast<int64_t>(static_cast<uint64_t>(st[d]) * static_cast<uint64_t>(a.step));
   return {make_view(x, s, st, off)};
 }
 
@@ -240,15 +214,17 @@ std::vector<Tensor> flatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
     throw_error<ValueError>("[flatten] start_dim ", a.dim, " comes after end_dim ", a.dim2,
                             " for shape ", x.shape());
   Shape s(x.shape().begin(), x.shape().begin() + s0);
-  int64_t m = 1;
-  for (int64_t d = s0; d <= s1; ++d) m *= x.shape()[d];
-  s.push_back(m);
+  s.push_back(checked_numel("flatten", Shape(x.shape().begin() + s0, x.shape().begin() + s1 + 1)));
   s.insert(s.end(), x.shape().begin() + s1 + 1, x.shape().end());
   return {view_as(x, s, "flatten", true)};
 }
 
 std::vector<Tensor> unflatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
+  // normalize_dim takes dim 0 of a 0-d tensor, which has no dim to split
+  if (x.dim() == 0)
+    throw_error<IndexError>("[unflatten] dim ", a.dim, " given but a tensor of shape ", x.shape(),
+                            " has no dims");
   int64_t d = normalize_dim("unflatten", a.dim, x.dim());
   if (a.sizes.empty()) throw_error<ValueError>("[unflatten] sizes must not be empty");
   Shape inner = infer_size("unflatten", a.sizes, x.shape()[d]);

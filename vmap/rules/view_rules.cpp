@@ -93,6 +93,9 @@ std::vector<Batched> dim_rule(const RuleContext& ctx, std::span<const Batched> i
                                 attrs.dim2, " for shape ", shape_str(per_set_shape(in[0])));
       break;
     case OpId::unflatten:
+      if (r == 0)
+        throw_error<IndexError>("[", name, "] dim ", attrs.dim,
+                                " given but a tensor of shape [] has no dims");
       a.dim = normalize_dim(name, attrs.dim, r) + 1;
       break;
     default:

@@ -213,3 +213,14 @@ TEST_CASE("gather errors") {
   CHECK_THROWS_AS(gather(t, 0, zeros({1, 1})), TypeError);
   CHECK_THROWS_AS(gather(t, 2, zeros({1, 1}, kInt64)), IndexError);
 }
+
+TEST_CASE("chunk and split with huge counts and sizes do not overflow") {
+  const int64_t max = INT64_MAX;
+  auto pieces = chunk(arange(10), max);  // ceil(10 / max) = 1 per piece, as torch.chunk's rule
+  REQUIRE(pieces.size() == 10);
+  CHECK(pieces[9].to_vector<int64_t>() == std::vector<int64_t>{9});
+  CHECK(split(arange(10), max).size() == 1);
+  check_throws_naming_op<ValueError>([&] { split(arange(10), IntList{max, 11}); }, "split");
+  CHECK(chunk(zeros({0}), 3).size() == 3);  // an empty dim gives `chunks` empty pieces
+  check_throws_naming_op<RuntimeError>([] { chunk(zeros({0}), int64_t{1} << 40); }, "chunk");
+}

@@ -93,7 +93,9 @@ std::vector<Tensor> split_impl(std::span<const Tensor> in, const OpAttrs& a) {
   int64_t total = 0;
   for (int64_t s : a.sizes) {
     if (s < 0) throw_error<ValueError>("[split] negative section size in ", a.sizes);
-    total += s;
+    if (__builtin_add_overflow(total, s, &total))
+      throw_error<ValueError>("[split] section sizes ", a.sizes, " overflow int64 (dim ", dim,
+                              " of shape ", x.shape(), " has size ", x.size(dim), ")");
   }
   if (total != x.size(dim))
     throw_error<ValueError>("[split] section sizes ", a.sizes, " sum to ", total, " but dim ", dim,
@@ -144,8 +146,13 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   if (x.dim() == 0) throw_error<ValueError>("[chunk] cannot chunk a zero-dimensional tensor");
   const int64_t size = x.size(normalize_dim("chunk", dim, x.dim()));
   // PyTorch: chunks of ceil(size / chunks); an empty dim gives `chunks` empty pieces.
-  if (size == 0) return split(x, IntList(chunks, 0), dim);
-  return split(x, (size + chunks - 1) / chunks, dim);
+  if (size == 0) {
+    if (chunks > static_cast<int64_t>(IntList::max_size()))
+      throw_error<RuntimeError>("[chunk] cannot return ", chunks, " empty pieces of shape ",
+                                x.shape(), " (too many)");
+    return split(x, IntList(chunks, 0), dim);
+  }
+  return split(x, size / chunks + (size % chunks != 0), dim);  // ceil, without overflow
 }
 
 }  // namespace td

@@ -29,7 +29,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Size2 p, Size2 d, int6
     throw_error<ValueError>(
         "[Conv2d] kernel_size, stride and dilation must be positive and "
         "padding non-negative");
-  int64_t fan_in = in / g * k.h * k.w;
+  const int64_t fan_in = checked_numel("Conv2d", {in / g, k.h, k.w});
   double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   weight = register_parameter("weight", rand({out, in / g, k.h, k.w}) * (2 * bound) - bound);
   if (with_bias) bias = register_parameter("bias", rand({out}) * (2 * bound) - bound);

@@ -305,3 +305,8 @@ TEST_CASE("Sequential runs a Linear followed by a ReLU as one fused GEMM, with t
   nn::Sequential tail{std::make_shared<nn::ReLU>(), lin1};
   CHECK(allclose(tail({x}).tensor(), linear(relu(x), lin1->weight, lin1->bias), 1e-6, 1e-6));
 }
+
+TEST_CASE("Conv2d with a kernel whose fan_in overflows int64 is a ValueError") {
+  const int64_t huge = int64_t{1} << 40;
+  check_throws_naming_op<ValueError>([&] { nn::Conv2d(1, 1, nn::Size2{huge, huge}); }, "Conv2d");
+}

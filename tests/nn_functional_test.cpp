@@ -437,3 +437,37 @@ TEST_CASE("conv and pool size parameters accept one integer for both dims") {
   CHECK(max_pool2d(x, 3, 1).shape() == Shape{1, 1, 2, 2});
   check_throws_naming_op<ValueError>([&] { max_pool2d(x, 0); }, "max_pool2d");
 }
+
+TEST_CASE("conv2d and pools: empty kernels and overflowing geometry are errors") {
+  const int64_t big = int64_t{1} << 62, huge = int64_t{1} << 40;
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 3, 3}), ones({1, 1, 0, 0}), ones({1}));
+      },
+      "[conv2d] kernel size");
+  check_throws_naming_op<ValueError>(
+      [&] {
+        conv2d(ones({1, 1, 3, 3}), ones({1, 1, 1, 1}), {}, 1, big);
+      },
+      "conv2d");
+  check_throws_naming_op<ValueError>(
+      [&] {
+        max_pool2d(ones({1, 1, 4, 4}), 3, {}, 0, big);
+      },
+      "max_pool2d");
+  // a kernel of 2^40 x 2^40 padded by 2^39: only the input's taps are visited; avg divides by
+  // the whole window (count_include_pad), 4 / 2^80
+  CHECK(max_pool2d(ones({1, 1, 2, 2}), huge, 1, huge / 2).to_vector<float>() ==
+        std::vector<float>(9, 1.0f));
+  const Tensor avg = avg_pool2d(ones({1, 1, 2, 2}, kFloat64), huge, 1, huge / 2);
+  CHECK(avg.shape() == Shape{1, 1, 3, 3});
+  CHECK(avg.to_vector<double>()[4] == std::ldexp(1.0, -78));
+  // windows that start in the padding see the same taps as before (values from PyTorch)
+  const Tensor x = arange(36).to(kFloat32).reshape({1, 1, 6, 6});
+  CHECK(max_pool2d(x, 3, 1, 1, 2).to_vector<float>() ==
+        std::vector<float>{21, 22, 23, 22, 27, 28, 29, 28, 33, 34, 35, 34, 27, 28, 29, 28});
+  CHECK(allclose(
+      avg_pool2d(x, 3, 2, 1),
+      tensor(std::vector<float>{14 / 9.f, 30 / 9.f, 42 / 9.f, 75 / 9.f, 14, 16, 147 / 9.f, 26, 28},
+             {1, 1, 3, 3})));
+}

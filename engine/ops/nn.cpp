@@ -52,6 +52,19 @@ std::array<int64_t, 2> pair_param(const char* op, const char* what, const IntLis
   return p;
 }
 
+// h + 2 pad - dil (k - 1) - 1 for a window of k >= 1 taps dil apart over an extent h padded on
+// both sides: the room its last start has (negative: it does not fit); ValueError naming op and
+// the input shape x when the sizes overflow int64.
+int64_t window_room(const char* op, const Shape& x, int64_t h, int64_t pad, int64_t k,
+                    int64_t dil) {
+  int64_t padded, span;
+  if (__builtin_mul_overflow(pad, 2, &padded) || __builtin_add_overflow(padded, h, &padded) ||
+      __builtin_mul_overflow(dil, k - 1, &span))
+    throw_error<ValueError>("[", op, "] padding ", pad, ", kernel size ", k, " and dilation ", dil,
+                            " overflow int64 for input of shape ", x);
+  return padded - span - 1;
+}
+
 // conv and pool accept [N, C, H, W] and unbatched [C, H, W].
 Tensor as_4d(const char* op, const Tensor& x) {
   if (x.dim() == 4) return x;
@@ -205,8 +218,8 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
   g.c = x[r - 3];
   g.h = x[r - 2];
   g.w = x[r - 1];
-  int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.k[0] - 1) - 1;
-  int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.k[1] - 1) - 1;
+  const int64_t ny = window_room(op, x, g.h, g.pad[0], g.k[0], g.dil[0]);
+  const int64_t nx = window_room(op, x, g.w, g.pad[1], g.k[1], g.dil[1]);
   if (ny < 0 || nx < 0)
     throw_error<ValueError>("[", op, "] input of ", kind, " ", x, " is too small for kernel ",
                             a.sizes, " with padding ", g.pad[0], "x", g.pad[1]);
@@ -219,19 +232,27 @@ template <class T>
 void pool_loop(const Tensor& x, T* out, const PoolGeom& g, bool is_max) {
   const T* xp = x.data<T>();
   const Strides& st = x.strides();
-  const double area = static_cast<double>(g.k[0] * g.k[1]);
+  const double area = static_cast<double>(g.k[0]) * static_cast<double>(g.k[1]);  // no overflow
+  // Taps [lo, hi) of a window from `start`, dil apart, inside [0, n): a huge kernel's padding
+  // taps are never visited.
+  auto taps = [](int64_t start, int64_t dil, int64_t k, int64_t n) {
+    const int64_t lo = start >= 0 ? 0 : (dil - 1 - start) / dil;
+    const int64_t hi = start >= n ? 0 : std::min(k, (n - 1 - start) / dil + 1);
+    return std::array<int64_t, 2>{lo, std::max(lo, hi)};
+  };
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t c = 0; c < g.c; ++c) {
       const T* plane = xp + b * st[0] + c * st[1];
       for (int64_t oy = 0; oy < g.oh; ++oy)
         for (int64_t ox = 0; ox < g.ow; ++ox) {
           double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-          for (int64_t i = 0; i < g.k[0]; ++i) {
-            const int64_t iy = oy * g.stride[0] - g.pad[0] + i * g.dil[0];
-            if (iy < 0 || iy >= g.h) continue;
-            for (int64_t j = 0; j < g.k[1]; ++j) {
-              const int64_t ix = ox * g.stride[1] - g.pad[1] + j * g.dil[1];
-              if (ix < 0 || ix >= g.w) continue;
+          const int64_t y0 = oy * g.stride[0] - g.pad[0], x0 = ox * g.stride[1] - g.pad[1];
+          const auto [ilo, ihi] = taps(y0, g.dil[0], g.k[0], g.h);
+          const auto [jlo, jhi] = taps(x0, g.dil[1], g.k[1], g.w);
+          for (int64_t i = ilo; i < ihi; ++i) {
+            const int64_t iy = y0 + i * g.dil[0];
+            for (int64_t j = jlo; j < jhi; ++j) {
+              const int64_t ix = x0 + j * g.dil[1];
               const double v = plane[iy * st[2] + ix * st[3]];
               if (!is_max)
                 acc += v;
@@ -403,8 +424,11 @@ ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, const Shape
                             " do not match with groups=", g.groups,
                             " (expected weight [out, in/groups, kh, kw], out divisible by groups)");
   check_channels("conv2d", "bias", b, g.cout, kind, x);
-  const int64_t ny = g.h + 2 * g.pad[0] - g.dil[0] * (g.kh - 1) - 1;
-  const int64_t nx = g.w + 2 * g.pad[1] - g.dil[1] * (g.kw - 1) - 1;
+  if (g.kh == 0 || g.kw == 0)
+    throw_error<ValueError>("[conv2d] kernel size should be greater than zero, got weight of ",
+                            kind, " ", w);
+  const int64_t ny = window_room("conv2d", x, g.h, g.pad[0], g.kh, g.dil[0]);
+  const int64_t nx = window_room("conv2d", x, g.w, g.pad[1], g.kw, g.dil[1]);
   if (ny < 0 || nx < 0)
     throw_error<ValueError>("[conv2d] kernel of ", kind, " ", w,
                             " (with dilation) is larger than the padded input of ", kind, " ", x);

@@ -1146,3 +1146,16 @@ TEST_CASE("method with per-set keyword inputs, batched and in a loop") {
     }
   }
 }
+
+TEST_CASE("an in_dims of INT64_MAX is a ValueError, not an overflow") {
+  auto net = std::make_shared<nn::Linear>(3, 1);
+  TensorDict params = TensorDict::from_modules(
+      std::vector<std::shared_ptr<nn::Module>>{net, std::make_shared<nn::Linear>(3, 1)});
+  test::check_throws_naming_op<ValueError>(
+      [&] {
+        nn::functional_vmap(*net, {.params = params,
+                                   .kwargs = {{"input", randn({2, 3})}},
+                                   .in_dims = {{"input", INT64_MAX}}});
+      },
+      "functional_vmap");
+}

@@ -27,7 +27,7 @@ int64_t sets_dim(const std::string& key, const char* what, const Shape& sizes, i
   const int64_t nb = static_cast<int64_t>(batch_size.size());
   const int64_t n = static_cast<int64_t>(sizes.size());
   const int64_t d = dim < 0 ? dim + n : dim;
-  if (d < 0 || d + nb > n)
+  if (d < 0 || d > n - nb)  // not d + nb: it may overflow
     throw_error<ValueError>("[functional_vmap] in_dims['", key, "'] = ", dim,
                             " does not fit input '", key, "' ", what, sizes,
                             " with params.batch_size ", batch_size);

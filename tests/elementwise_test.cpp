@@ -448,3 +448,21 @@ TEST_CASE("comparison, bitwise and where operators with scalars") {
   CHECK(where(a, arange(4), 0.5).dtype() == kFloat32);
   CHECK(where(a, arange(4), 0.5).to_vector<float>() == std::vector<float>{0, 1, 0.5f, 0.5f});
 }
+
+TEST_CASE("int64 arithmetic wraps in two's complement, as PyTorch's") {
+  const int64_t max = INT64_MAX, min = INT64_MIN;
+  auto i64 = [](std::vector<int64_t> v) { return tensor(v); };
+  auto vec = [](const Tensor& t) { return t.to_vector<int64_t>(); };
+  CHECK(vec(add(i64({max}), int64_t{1})) == std::vector<int64_t>{min});
+  CHECK(vec(sub(i64({min}), int64_t{1})) == std::vector<int64_t>{max});
+  CHECK(vec(mul(i64({max}), int64_t{2})) == std::vector<int64_t>{-2});
+  CHECK(vec(neg(i64({min}))) == std::vector<int64_t>{min});
+  CHECK(vec(abs(i64({min, -3}))) == std::vector<int64_t>{min, 3});
+  // 3^100 mod 2^64 = 15462121228172006353 = -2984622845537545263 as int64
+  CHECK(vec(pow(i64({3}), 100)) == std::vector<int64_t>{-2984622845537545263});
+  // 2^-1 truncates to 0; 3^63 mod 2^64 = 15208858086377056683
+  CHECK(vec(pow(i64({2, 3}), i64({-1, 63}))) == std::vector<int64_t>{0, -3237885987332494933});
+  Tensor t = i64({max});
+  t.add_(int64_t{1});
+  CHECK(vec(t) == std::vector<int64_t>{min});
+}

@@ -591,3 +591,13 @@ TEST_CASE("all, any, max and min as torch's, and the reductions as methods") {
   CHECK(p.mul(2.5).to_vector<float>() == std::vector<float>{2.5f, 5.f});
   CHECK(tensor<int64_t>({1, 3}).div(2).to_vector<float>() == std::vector<float>{0.5f, 1.5f});
 }
+
+TEST_CASE("int64 sums wrap as PyTorch's; a huge expanded reduction is a RuntimeError") {
+  const int64_t max = INT64_MAX, min = INT64_MIN;
+  CHECK(tensor(std::vector<int64_t>{max, 1}).sum().item<int64_t>() == min);
+  CHECK(tensor(std::vector<int64_t>{min, -1, 5}).sum().item<int64_t>() == min + 4);
+  // over columns: [max, 1] + [1, max]
+  CHECK(tensor(std::vector<int64_t>{max, 1, 1, max}, {2, 2}).sum(0).to_vector<int64_t>() ==
+        std::vector<int64_t>{min, min});
+  check_throws_naming_op<RuntimeError>([] { ones({1}).expand({int64_t{1} << 62}).sum(); }, "sum");
+}

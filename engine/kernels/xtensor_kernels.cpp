@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -142,6 +143,18 @@ Tensor cast_to(const Tensor& x, DType dt) {
 
 // ---- element-wise ops ----
 
+// Integer +, - and * wrap in two's complement, as PyTorch's do: computed unsigned, where
+// wrapping is defined (signed overflow is undefined behaviour). Floats are left as they are.
+template <class T, class Op>
+T wrapping(Op op, T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(op(static_cast<U>(a), static_cast<U>(b)));
+  } else {
+    return op(a, b);
+  }
+}
+
 template <class T>
 T apply_unary(UnaryKind k, T v) {
   if constexpr (std::is_same_v<T, bool>) {
@@ -155,9 +168,9 @@ T apply_unary(UnaryKind k, T v) {
   } else if constexpr (std::is_integral_v<T>) {
     switch (k) {
       case UnaryKind::Neg:
-        return -v;
+        return wrapping(std::minus<>(), T(0), v);
       case UnaryKind::Abs:
-        return v < 0 ? -v : v;
+        return v < 0 ? wrapping(std::minus<>(), T(0), v) : v;
       case UnaryKind::Relu:
         return v > 0 ? v : 0;
       case UnaryKind::BitNot:
@@ -286,11 +299,11 @@ T apply_binary(BinaryKind k, T a, T b) {
   } else {
     switch (k) {
       case BinaryKind::Add:
-        return a + b;
+        return wrapping(std::plus<>(), a, b);
       case BinaryKind::Sub:
-        return a - b;
+        return wrapping(std::minus<>(), a, b);
       case BinaryKind::Mul:
-        return a * b;
+        return wrapping(std::multiplies<>(), a, b);
       case BinaryKind::Div:
         if constexpr (std::is_integral_v<T>)
           return b == 0 ? 0 : a / b;
@@ -300,8 +313,8 @@ T apply_binary(BinaryKind k, T a, T b) {
         if constexpr (std::is_integral_v<T>) {
           if (b < 0) return a == 1 ? 1 : (a == -1 ? ((b & 1) ? -1 : 1) : 0);
           T r = 1, base = a;
-          for (T e = b; e > 0; e >>= 1, base *= base)
-            if (e & 1) r *= base;
+          for (T e = b; e > 0; e >>= 1, base = wrapping(std::multiplies<>(), base, base))
+            if (e & 1) r = wrapping(std::multiplies<>(), r, base);
           return r;
         } else {
           return std::pow(a, b);
@@ -441,8 +454,15 @@ void binary_typed(BinaryKind kind, const Tensor& a, const Tensor& b, const Tenso
 
 // ---- reductions ----
 
+const char* reduce_name(ReduceKind kind) {
+  static constexpr const char* kNames[] = {"sum",  "mean", "var",    "std",
+                                           "amax", "amin", "argmax", "argmin"};
+  return kNames[static_cast<int>(kind)];
+}
+
+// Integer sums accumulate unsigned, so they wrap (as PyTorch's) rather than overflow.
 template <class T>
-using Acc = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
+using Acc = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
 
 // Readers of one slot's reduced elements: a contiguous run, or gathered through offsets.
 template <class T>
@@ -728,7 +748,12 @@ void reduce_typed(ReduceKind kind, const Tensor& x, const std::vector<bool>& is_
     return;
   }
   std::vector<int64_t> offsets;
-  offsets.reserve(r);
+  try {
+    offsets.reserve(r);
+  } catch (const std::exception&) {  // length_error or bad_alloc: r of an expanded x is unbounded
+    throw_error<RuntimeError>("[", reduce_name(kind), "] cannot allocate the offsets of ", r,
+                              " reduced elements (input of shape ", x.shape(), ")");
+  }
   red.run([&](const std::array<int64_t, 1>& o) { offsets.push_back(o[0]); });
   kept.run([&](const std::array<int64_t, 1>& o) {
     op[slot++] = reduce_slot<T, O>(kind, r, Gather<T>{xp + o[0], offsets.data()}, unbiased);

@@ -66,6 +66,7 @@ TEST_CASE("golden: activations, Flatten") {
   check_close(nn::LogSoftmax(0).forward(x), g.get("log_softmax0"), "log_softmax");
   check_close(nn::Flatten(0, 1).forward(x.reshape({4, 2, 3})), g.get("flatten"), "flatten");
   CHECK(nn::Flatten().forward(zeros({2, 3, 4})).shape() == Shape{2, 12});
+  CHECK_THROWS_AS(nn::Flatten().forward(scalar_tensor(1.0)), IndexError);  // start_dim 1, as torch
   CHECK_THROWS_AS(nn::GELU("fast"), ValueError);
 }
 

@@ -215,6 +215,9 @@ TEST_CASE("flatten unflatten") {
   CHECK(x.flatten(0, 1).shape() == Shape{6, 4});
   CHECK(x.flatten().shares_storage(x));
   CHECK(scalar_tensor(1).flatten().shape() == Shape{1});
+  CHECK(scalar_tensor(1).flatten(-1, 0).shape() == Shape{1});
+  // a 0-d tensor's dims are 0 and -1: nn.Flatten's start_dim 1 is out of range, as in torch
+  check_throws_naming_op<IndexError>([] { scalar_tensor(1).flatten(1); }, "flatten");
   CHECK_THROWS_AS(x.flatten(2, 1), ValueError);
   CHECK_THROWS_AS(x.flatten(0, 3), IndexError);
   Tensor f = x.transpose(0, 1).flatten();  // needs a copy

@@ -360,6 +360,9 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   Tensor x = randn({3, 4});
   // normalized_shape [3, 4] over a per-set [4] (the stacked [3, 4] would normalise across sets)
   refused_both([](Tensor t) { return layer_norm(t, {3, 4}); }, x, "[layer_norm]");
+  // flatten's dims on a per-set 0-d input are 0 and -1 only, as a call per set
+  CHECK_THROWS_AS(vmap([](Tensor t) { return t.flatten(1); })(zeros({3})), IndexError);
+  CHECK(vmap([](Tensor t) { return t.flatten(-1); })(zeros({3})).shape() == Shape{3, 1});
   // a repeated dim of a per-set 0-d input
   refused_both([](Tensor t) { return t.sum({0, 0}); }, randn({3}), "appears multiple times");
   refused_both([](Tensor t) { return t.amax({-1, 0}); }, randn({3}), "[amax]");

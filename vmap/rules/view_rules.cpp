@@ -85,7 +85,11 @@ std::vector<Batched> dim_rule(const RuleContext& ctx, std::span<const Batched> i
       a.dim = normalize_dim(name, attrs.dim, r) + 1;
       break;
     case OpId::flatten:
-      if (r == 0) return one(x.unsqueeze(1), 0);  // 0-d flattens to [1]
+      if (r == 0) {  // 0-d flattens to [1]
+        wrap_dim(name, attrs.dim, 0);
+        wrap_dim(name, attrs.dim2, 0);
+        return one(x.unsqueeze(1), 0);
+      }
       a.dim = normalize_dim(name, attrs.dim, r) + 1;
       a.dim2 = normalize_dim(name, attrs.dim2, r) + 1;
       if (a.dim > a.dim2)

@@ -16,6 +16,8 @@
   X(neg, Unary) X(abs, Unary) X(exp, Unary) X(log, Unary) X(sqrt, Unary)                \
   X(rsqrt, Unary) X(tanh, Unary) X(sigmoid, Unary) X(relu, Unary) X(gelu, Unary)        \
   X(logical_not, Unary) X(bitwise_not, Unary) X(clamp, Unary) X(to_dtype, Unary)        \
+  X(sin, Unary) X(cos, Unary) X(log1p, Unary) X(expm1, Unary) X(reciprocal, Unary)      \
+  X(floor, Unary) X(ceil, Unary) X(round, Unary) X(sign, Unary)                         \
   /* Binary, broadcasting */                                                           \
   X(add, Binary) X(sub, Binary) X(mul, Binary) X(div, Binary) X(pow, Binary)            \
   X(maximum, Binary) X(minimum, Binary) X(eq, Binary) X(ne, Binary) X(lt, Binary)       \

@@ -56,6 +56,15 @@ Tensor sigmoid(const Tensor& x);
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 Tensor logical_not(const Tensor& x);
+Tensor sin(const Tensor& x);  // float32 for integer and bool inputs, as exp and log
+Tensor cos(const Tensor& x);
+Tensor log1p(const Tensor& x);
+Tensor expm1(const Tensor& x);
+Tensor reciprocal(const Tensor& x);
+Tensor floor(const Tensor& x);  // floor, ceil, round (half to even) and sign keep the dtype
+Tensor ceil(const Tensor& x);
+Tensor round(const Tensor& x);
+Tensor sign(const Tensor& x);
 // A floating bound makes an integral x float32 (PyTorch's scalar promotion).
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
 

@@ -51,6 +51,35 @@ TEST_CASE("unary float ops match std math") {
   CHECK(std::isnan(log(scalar_tensor(-1.0)).item<float>()));
 }
 
+TEST_CASE("sin, cos, log1p, expm1, reciprocal, floor, ceil, round and sign") {
+  std::vector<float> v = {-2.5f, -0.5f, 0.f, 0.5f, 1.5f, 2.5f, 3.f};
+  Tensor x = tensor(v);
+  auto sn = fv(sin(x)), cs = fv(cos(x)), em = fv(expm1(x)), fl = fv(floor(x)), ce = fv(ceil(x));
+  for (size_t i = 0; i < v.size(); ++i) {
+    CHECK(sn[i] == doctest::Approx(std::sin(v[i])));
+    CHECK(cs[i] == doctest::Approx(std::cos(v[i])));
+    CHECK(em[i] == doctest::Approx(std::expm1(v[i])));
+    CHECK(fl[i] == std::floor(v[i]));
+    CHECK(ce[i] == std::ceil(v[i]));
+  }
+  // torch.round is half to even: [-2, -0, 0, 0, 2, 2, 3]; sign of NaN and -0.0 is 0
+  CHECK(fv(round(x)) == std::vector<float>{-2.f, -0.f, 0.f, 0.f, 2.f, 2.f, 3.f});
+  CHECK(fv(sign(tensor({-3.f, -0.f, NAN, 2.f}))) == std::vector<float>{-1.f, 0.f, 0.f, 1.f});
+  // accurate near 0, where log(1 + x) in float32 gives 1.19e-7
+  CHECK(log1p(scalar_tensor(1e-7)).item<float>() == doctest::Approx(1e-7).epsilon(1e-6));
+  CHECK(fv(reciprocal(tensor({2.f, -4.f}))) == std::vector<float>{0.5f, -0.25f});
+  // dtypes as torch: integers go to float32 for sin..reciprocal, keep theirs for the rest
+  Tensor i = tensor<int64_t>({-3, 0, 2});
+  CHECK(reciprocal(i).dtype() == kFloat32);
+  CHECK(sin(i).dtype() == kFloat32);
+  CHECK(floor(i).to_vector<int64_t>() == std::vector<int64_t>{-3, 0, 2});
+  CHECK(round(i).dtype() == kInt64);
+  CHECK(sign(i).to_vector<int64_t>() == std::vector<int64_t>{-1, 0, 1});
+  CHECK(sign(tensor<bool>({true, false})).dtype() == kBool);
+  check_throws_mentioning<TypeError>([] { floor(tensor<bool>({true})); }, "[floor]");
+  CHECK_THROWS_AS(round(tensor<bool>({true})), TypeError);
+}
+
 TEST_CASE("unary dtype rules") {
   Tensor i = tensor<int64_t>({1, -2, 3});
   CHECK(exp(i).dtype() == kFloat32);

@@ -99,6 +99,25 @@ std::vector<Case> make_cases() {
   add_case(OpId::relu, "relu", one({2, 3}), [](const Tensors& x) { return relu(x[0]); });
   add_case(OpId::gelu, "gelu", one({2, 3}), [](const Tensors& x) { return gelu(x[0]); });
   add_case(OpId::gelu, "gelu_tanh", one({4}), [](const Tensors& x) { return gelu(x[0], true); });
+  add_case(OpId::sin, "sin", one({2, 3}), [](const Tensors& x) { return sin(x[0]); });
+  add_case(OpId::cos, "cos", one({2, 3}), [](const Tensors& x) { return cos(x[0]); });
+  add_case(
+      OpId::log1p, "log1p",
+      [](int64_t i) {
+        return Tensors{pos({2, 3}, i)};
+      },
+      [](const Tensors& x) { return log1p(x[0]); });
+  add_case(OpId::expm1, "expm1", one({2, 3}), [](const Tensors& x) { return expm1(x[0]); });
+  add_case(
+      OpId::reciprocal, "reciprocal",
+      [](int64_t i) {
+        return Tensors{pos({2, 3}, i)};
+      },
+      [](const Tensors& x) { return reciprocal(x[0]); });
+  add_case(OpId::floor, "floor", one({2, 3}), [](const Tensors& x) { return floor(x[0]); });
+  add_case(OpId::ceil, "ceil", one({2, 3}), [](const Tensors& x) { return ceil(x[0]); });
+  add_case(OpId::round, "round", one({2, 3}), [](const Tensors& x) { return round(x[0]); });
+  add_case(OpId::sign, "sign", one({2, 3}), [](const Tensors& x) { return sign(x[0]); });
   add_case(
       OpId::logical_not, "logical_not",
       [](int64_t i) {

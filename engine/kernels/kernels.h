@@ -13,8 +13,30 @@ namespace td::kernels {
 void copy_into(const Tensor& src, const Tensor& dst);
 
 // BitNot: bool and int64 only
-enum class UnaryKind { Neg, Abs, Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Gelu, GeluTanh,
-                       LogicalNot, BitNot };
+enum class UnaryKind {
+  Neg,
+  Abs,
+  Exp,
+  Log,
+  Sqrt,
+  Rsqrt,
+  Tanh,
+  Sigmoid,
+  Relu,
+  Gelu,
+  GeluTanh,
+  LogicalNot,
+  BitNot,
+  Sin,
+  Cos,
+  Log1p,
+  Expm1,
+  Reciprocal,
+  Floor,
+  Ceil,
+  Round,
+  Sign
+};
 // Result dtype `out_dtype`; computation in the promoted floating type where needed.
 Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype);
 // An integral x has integral bounds (a floating one promotes x first): compared exactly.

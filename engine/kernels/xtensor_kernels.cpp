@@ -175,8 +175,10 @@ T apply_unary(UnaryKind k, T v) {
         return v > 0 ? v : 0;
       case UnaryKind::BitNot:
         return ~v;
+      case UnaryKind::Sign:
+        return static_cast<T>((v > 0) - (v < 0));
       default:
-        return v;
+        return v;  // floor, ceil and round of an integer
     }
   } else {
     switch (k) {
@@ -194,6 +196,24 @@ T apply_unary(UnaryKind k, T v) {
         return T(1) / std::sqrt(v);
       case UnaryKind::Tanh:
         return std::tanh(v);
+      case UnaryKind::Sin:
+        return std::sin(v);
+      case UnaryKind::Cos:
+        return std::cos(v);
+      case UnaryKind::Log1p:
+        return std::log1p(v);
+      case UnaryKind::Expm1:
+        return std::expm1(v);
+      case UnaryKind::Reciprocal:
+        return T(1) / v;
+      case UnaryKind::Floor:
+        return std::floor(v);
+      case UnaryKind::Ceil:
+        return std::ceil(v);
+      case UnaryKind::Round:
+        return std::nearbyint(v);  // half to even, as torch.round
+      case UnaryKind::Sign:
+        return static_cast<T>((v > 0) - (v < 0));  // 0 for NaN and -0.0, as torch
       case UnaryKind::Sigmoid:
         return T(1) / (T(1) + std::exp(-v));
       case UnaryKind::Relu:

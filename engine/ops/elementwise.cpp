@@ -34,7 +34,8 @@ std::vector<Tensor> same_unary(const char* op, UnaryKind kind, std::span<const T
   const Tensor& x = only_input(op, in);
   if (x.dtype() == DType::Bool)
     throw_error<TypeError>("[", op, "] is not supported for bool tensors (shape ",
-                           shape_str(x.shape()), "); use logical_not to invert a mask");
+                           shape_str(x.shape()), ")",
+                           kind == UnaryKind::Neg ? "; use logical_not to invert a mask" : "");
   return {kernels::unary(kind, x, x.dtype())};
 }
 
@@ -93,6 +94,11 @@ TD_FLOAT_UNARY(sqrt, Sqrt)
 TD_FLOAT_UNARY(rsqrt, Rsqrt)
 TD_FLOAT_UNARY(tanh, Tanh)
 TD_FLOAT_UNARY(sigmoid, Sigmoid)
+TD_FLOAT_UNARY(sin, Sin)
+TD_FLOAT_UNARY(cos, Cos)
+TD_FLOAT_UNARY(log1p, Log1p)
+TD_FLOAT_UNARY(expm1, Expm1)
+TD_FLOAT_UNARY(reciprocal, Reciprocal)
 #undef TD_FLOAT_UNARY
 
 std::vector<Tensor> neg_impl(std::span<const Tensor> in, const OpAttrs&) {
@@ -100,6 +106,20 @@ std::vector<Tensor> neg_impl(std::span<const Tensor> in, const OpAttrs&) {
 }
 std::vector<Tensor> abs_impl(std::span<const Tensor> in, const OpAttrs&) {
   return same_unary("abs", UnaryKind::Abs, in);
+}
+// rounding keeps the dtype (an integer is already whole); bool is refused, as in torch
+std::vector<Tensor> floor_impl(std::span<const Tensor> in, const OpAttrs&) {
+  return same_unary("floor", UnaryKind::Floor, in);
+}
+std::vector<Tensor> ceil_impl(std::span<const Tensor> in, const OpAttrs&) {
+  return same_unary("ceil", UnaryKind::Ceil, in);
+}
+std::vector<Tensor> round_impl(std::span<const Tensor> in, const OpAttrs&) {
+  return same_unary("round", UnaryKind::Round, in);
+}
+std::vector<Tensor> sign_impl(std::span<const Tensor> in, const OpAttrs&) {
+  const Tensor& x = only_input("sign", in);
+  return {kernels::unary(UnaryKind::Sign, x, x.dtype())};  // of a bool: itself, as in torch
 }
 std::vector<Tensor> relu_impl(std::span<const Tensor> in, const OpAttrs&) {
   return same_unary("relu", UnaryKind::Relu, in);
@@ -183,6 +203,15 @@ TD_UNARY_FN(tanh)
 TD_UNARY_FN(sigmoid)
 TD_UNARY_FN(relu)
 TD_UNARY_FN(logical_not)
+TD_UNARY_FN(sin)
+TD_UNARY_FN(cos)
+TD_UNARY_FN(log1p)
+TD_UNARY_FN(expm1)
+TD_UNARY_FN(reciprocal)
+TD_UNARY_FN(floor)
+TD_UNARY_FN(ceil)
+TD_UNARY_FN(round)
+TD_UNARY_FN(sign)
 #undef TD_UNARY_FN
 
 Tensor gelu(const Tensor& x, bool tanh_approximation) {

@@ -13,9 +13,12 @@ std::vector<Batched> unary_rule(const RuleContext& ctx, std::span<const Batched>
 }  // namespace
 
 void register_unary_rules() {
-  for (OpId op : {OpId::neg, OpId::abs, OpId::exp, OpId::log, OpId::sqrt, OpId::rsqrt, OpId::tanh,
-                  OpId::sigmoid, OpId::relu, OpId::gelu, OpId::logical_not, OpId::bitwise_not,
-                  OpId::clamp, OpId::to_dtype})
+  for (OpId op :
+       {OpId::neg,         OpId::abs,         OpId::exp,     OpId::log,        OpId::sqrt,
+        OpId::rsqrt,       OpId::tanh,        OpId::sigmoid, OpId::relu,       OpId::gelu,
+        OpId::logical_not, OpId::bitwise_not, OpId::clamp,   OpId::to_dtype,   OpId::sin,
+        OpId::cos,         OpId::log1p,       OpId::expm1,   OpId::reciprocal, OpId::floor,
+        OpId::ceil,        OpId::round,       OpId::sign})
     set_batch_rule(op, unary_rule);
 }
 

@@ -61,6 +61,10 @@ std::vector<std::string> ValueDict::keys() const {
 
 Value::Value(TensorDict td) : v_(std::make_shared<TensorDict>(std::move(td))) {}
 
+void Value::throw_int_overflow(uint64_t v) {
+  throw_error<ValueError>("[Value] integer ", v, " does not fit an int (int64)");
+}
+
 const char* Value::kind_name() const {
   static const char* names[] = {"None",   "bool",       "int",  "float", "str",
                                 "Tensor", "TensorDict", "list", "dict"};

@@ -49,8 +49,12 @@ class Value {
   Value(std::nullptr_t) {}
   Value(bool b) : v_(b) {}
   // any integer type (3, 3u, size_t, 3LL) is an int, any floating type a double
+  // (an unsigned value above INT64_MAX is a ValueError: it would wrap)
   template <std::integral T>
-  requires(!std::is_same_v<T, bool>) Value(T i) : v_(static_cast<int64_t>(i)) {}
+  requires(!std::is_same_v<T, bool>) Value(T i) : v_(static_cast<int64_t>(i)) {
+    if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t))
+      if (i > static_cast<T>(INT64_MAX)) throw_int_overflow(static_cast<uint64_t>(i));
+  }
   template <std::floating_point T>
   Value(T d) : v_(static_cast<double>(d)) {}
   Value(const char* s) : v_(std::string(s)) {}
@@ -72,6 +76,8 @@ class Value {
     for (const T& e : v) l.emplace_back(e);
     v_ = std::make_shared<ValueList>(std::move(l));
   }
+
+  [[noreturn]] static void throw_int_overflow(uint64_t v);
 
   Kind kind() const { return static_cast<Kind>(v_.index()); }
   const char* kind_name() const;  // "None", "Tensor", ...

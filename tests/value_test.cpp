@@ -44,6 +44,8 @@ TEST_CASE("value kinds and accessors") {
   // every integer type is an int, every floating type a double
   CHECK(Value(3u).to_int() == 3);
   CHECK(Value(size_t{4}).to_int() == 4);
+  CHECK(Value(uint64_t{INT64_MAX}).to_int() == INT64_MAX);
+  check_throws_mentioning<ValueError>([] { Value(uint64_t{1} << 63); }, "does not fit");
   CHECK(Value(5LL).to_int() == 5);
   CHECK(Value(short{-6}).to_int() == -6);
   CHECK(Value(1.5f).to_double() == 1.5);

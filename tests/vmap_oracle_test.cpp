@@ -563,7 +563,7 @@ TEST_CASE("vmap oracle: every op against a per-set loop") {
   std::map<int, int> count;
   for (const auto& c : cases) ++count[static_cast<int>(c.op)];
   for (int op = 0; op < static_cast<int>(OpId::kNumBuiltin); ++op)
-    CHECK_MESSAGE(count[op] > 0, "op '", op_name(static_cast<OpId>(op)),
+    CHECK_MESSAGE(count[op] > 0, "op '", std::string(op_name(static_cast<OpId>(op))),
                   "' has no entry in the vmap oracle table");
 
   for (const auto& c : cases) {

@@ -1,8 +1,11 @@
 #pragma once
 // Element types and PyTorch's type promotion.
+#include <cmath>
 #include <cstdint>
 #include <iosfwd>
+#include <limits>
 #include <string>
+#include <type_traits>
 
 namespace td {
 
@@ -35,6 +38,24 @@ template <>
 constexpr DType dtype_of<float>() { return DType::Float32; }
 template <>
 constexpr DType dtype_of<double>() { return DType::Float64; }
+
+// Whether v converts to the arithmetic type T without overflow (as c10's checked conversions):
+// an integer T takes (min - 1, max + 1), the conversion truncating toward zero, and no NaN; a
+// floating T any non-finite value or one within its range; bool anything. A long double holds
+// every int64 exactly.
+template <class T, class S>
+bool fits(S v) {
+  if constexpr (std::is_same_v<T, S> || std::is_same_v<T, bool>) {
+    return true;
+  } else {
+    const auto x = static_cast<long double>(v);
+    if constexpr (std::is_floating_point_v<T>)
+      return !std::isfinite(x) || std::fabs(x) <= std::numeric_limits<T>::max();
+    else
+      return x > static_cast<long double>(std::numeric_limits<T>::min()) - 1 &&
+             x < static_cast<long double>(std::numeric_limits<T>::max()) + 1;
+  }
+}
 
 // Calls f(T{}) with T the C++ type of dtype t.
 template <class F>

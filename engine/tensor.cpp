@@ -1,8 +1,6 @@
 #include "engine/tensor.h"
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <string>
 
 #include "engine/dispatch.h"
@@ -111,24 +109,13 @@ std::string type_label() {
     return (std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
 }
 
-// v as T, or a RuntimeError when it does not fit (NaN or out of range for an integer, finite
-// beyond the range for a float), as libtorch's item<T> checks. S is a dtype's type, T any
-// arithmetic one; a long double holds every int64 exactly.
+// v as T, or a RuntimeError when it does not fit T, as libtorch's item<T> checks. S is a dtype's
+// type, T any arithmetic one.
 template <class T, class S>
 T checked_convert(S v, const char* op) {
-  if constexpr (!std::is_same_v<T, S> && !std::is_same_v<T, bool>) {
-    const auto x = static_cast<long double>(v);
-    bool fits;
-    if constexpr (std::is_floating_point_v<T>) {
-      fits = !std::isfinite(x) || std::fabs(x) <= std::numeric_limits<T>::max();
-    } else {  // the conversion truncates toward zero: (min - 1, max + 1) fits
-      fits = x > static_cast<long double>(std::numeric_limits<T>::min()) - 1 &&
-             x < static_cast<long double>(std::numeric_limits<T>::max()) + 1;
-    }
-    if (!fits)
-      throw_error<RuntimeError>("[", op, "] value ", v, " cannot be converted to ", type_label<T>(),
-                                " without overflow");
-  }
+  if (!fits<T>(v))
+    throw_error<RuntimeError>("[", op, "] value ", v, " cannot be converted to ", type_label<T>(),
+                              " without overflow");
   return static_cast<T>(v);
 }
 

@@ -1,7 +1,6 @@
 // Factories: fresh tensors from shapes, values and ranges (unbatched, but for a like-factory of
 // a batched tensor).
 #include <cmath>
-#include <limits>
 
 #include "engine/dispatch.h"
 #include "engine/ops.h"
@@ -27,11 +26,7 @@ void fill_value(const Tensor& t, Scalar value) {
 void impl::check_scalar_fits(const char* op, Scalar value, DType dtype) {
   if (!value.is_floating_point()) return;
   const double v = value.to_double();
-  const bool fits = dtype == DType::Int64 ? v >= -0x1p63 && v < 0x1p63  // false for NaN
-                    : dtype == DType::Float32
-                        ? !std::isfinite(v) || std::abs(v) <= std::numeric_limits<float>::max()
-                        : true;
-  if (!fits)
+  if (!visit_dtype(dtype, [v](auto tag) { return fits<decltype(tag)>(v); }))
     throw_error<RuntimeError>("[", op, "] value ", v, " cannot be converted to ", dtype,
                               " without overflow");
 }

@@ -66,6 +66,13 @@ Tensor matmul_nd(const Tensor& a0, const Tensor& b0) {
   return out.view(shape);
 }
 
+// linear's input x does not end with the weight's in-features (its last dim; `what` names the
+// shapes: "shape" or "per-set shape")
+[[noreturn]] void throw_linear_mismatch(const char* what, const Shape& x, const Shape& w) {
+  throw_error<ValueError>("[linear] input of ", what, " ", x, " does not match weight of ", what,
+                          " ", w, " (expected [..., ", w.back(), "])");
+}
+
 }  // namespace
 
 namespace impl {
@@ -90,9 +97,7 @@ DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, D
   if (w.size() != 2)
     throw_error<ValueError>(
         "[linear] weight must be 2-D [out, in] (or 1-D [in] without a bias), got ", what, " ", w);
-  if (x.empty() || x.back() != w[1])
-    throw_error<ValueError>("[linear] input of ", what, " ", x, " does not match weight of ",
-                            what, " ", w, " (expected [..., ", w[1], "])");
+  if (x.empty() || x.back() != w[1]) throw_linear_mismatch(what, x, w);
   if (b && (b->size() != 1 || (*b)[0] != w[0]))
     throw_error<ValueError>("[linear] bias of ", what, " ", *b, " does not match weight of ",
                             what, " ", w, " (expected [", w[0], "])");
@@ -135,9 +140,7 @@ bool vector_weight(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         "[linear] a 1-D weight takes no bias (as in torch), got weight of shape ", weight.shape(),
         " and bias of shape ", bias.shape());
   if (!x.defined() || x.dim() == 0 || x.size(-1) != weight.size(0))
-    throw_error<ValueError>("[linear] input of shape ", x.defined() ? x.shape() : Shape{},
-                            " does not match weight of shape ", weight.shape(), " (expected [..., ",
-                            weight.size(0), "])");
+    throw_linear_mismatch("shape", x.defined() ? x.shape() : Shape{}, weight.shape());
   return true;
 }
 

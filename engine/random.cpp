@@ -131,18 +131,21 @@ inline void philox_round8(Lanes8& v, __m256i k0, __m256i k1) {
 // Philox blocks [first, first + count) of one key into words[4 * i + lane], 16 blocks at a time
 // in structure-of-arrays form so the rounds vectorise.
 #ifdef __AVX2__
-// Counters are made in registers (16 consecutive blocks differ in word 0 only, unless they
+// Counters are made in registers (32 consecutive blocks differ in word 0 only, unless they
 // cross a multiple of 2^32) and the words go out through a 4x8 register transpose.
 static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
-  constexpr int kW = 16;
+  // four groups of 8 blocks go through each round together: the rounds are bound by the
+  // multiplies' throughput only with that many independent chains (two: 0.62 ns a word, four:
+  // 0.51 on Zen 3)
+  constexpr int kGroups = 4, kW = 8 * kGroups;
   const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t base = 0; base < count; base += kW) {
     const int w = static_cast<int>(std::min<int64_t>(kW, count - base));
     const uint64_t block0 = first + static_cast<uint64_t>(base);
-    Lanes8 v[2];
+    Lanes8 v[kGroups];
     if (block0 >> 32 == (block0 + kW - 1) >> 32) {
       const auto c = b.counter(block0);
-      for (int g = 0; g < 2; ++g)
+      for (int g = 0; g < kGroups; ++g)
         v[g] = {_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(c[0] + 8 * g)), iota),
                 _mm256_set1_epi32(static_cast<int>(c[1])),
                 _mm256_set1_epi32(static_cast<int>(c[2])),
@@ -150,26 +153,24 @@ static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_
     } else {
       alignas(32) uint32_t cs[4][kW];
       b.counters(block0, cs);
-      for (int g = 0; g < 2; ++g) {
+      for (int g = 0; g < kGroups; ++g) {
         auto load = [&](const uint32_t* a) {
           return _mm256_load_si256(reinterpret_cast<const __m256i*>(a + 8 * g));
         };
         v[g] = {load(cs[0]), load(cs[1]), load(cs[2]), load(cs[3])};
       }
     }
-    // both groups of 8 go through each round together: one group alone waits on its multiplies
     uint32_t k0 = b.k0, k1 = b.k1;
     for (int r = 0; r < 10; ++r) {
       const __m256i k0v = _mm256_set1_epi32(static_cast<int>(k0));
       const __m256i k1v = _mm256_set1_epi32(static_cast<int>(k1));
-      philox_round8(v[0], k0v, k1v);
-      philox_round8(v[1], k0v, k1v);
+      for (auto& g : v) philox_round8(g, k0v, k1v);
       k0 += kW0;
       k1 += kW1;
     }
     alignas(32) uint32_t tail[4 * kW];
     uint32_t* out = w == kW ? words + 4 * base : tail;
-    for (int g = 0; g < 2; ++g) {
+    for (int g = 0; g < kGroups; ++g) {
       // blocks 8g .. 8g+7: (c0, c1, c2, c3) of each, one after the other
       const __m256i t0 = _mm256_unpacklo_epi32(v[g].c0, v[g].c1);  // blocks 0, 1 | 4, 5
       const __m256i t1 = _mm256_unpackhi_epi32(v[g].c0, v[g].c1);  // blocks 2, 3 | 6, 7

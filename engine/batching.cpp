@@ -1,12 +1,14 @@
 #include "engine/batching.h"
 
 #include <algorithm>
+#include <atomic>
 #include <vector>
 
 namespace td {
 namespace {
 thread_local std::vector<VmapLevel> g_levels;
 thread_local size_t g_visible = 0;  // levels [0, g_visible) are visible
+std::atomic<int64_t> g_next_level{1};
 }  // namespace
 
 Randomness parse_randomness(std::string_view s) {
@@ -29,7 +31,7 @@ const char* randomness_name(Randomness r) {
 VmapLevelScope::VmapLevelScope(int64_t batch_size, Randomness randomness, int64_t set_offset) {
   if (g_visible != g_levels.size())
     throw_error<RuntimeError>("[vmap] cannot start a vmap inside a batching rule");
-  level_ = g_levels.empty() ? 1 : g_levels.back().level + 1;
+  level_ = g_next_level.fetch_add(1, std::memory_order_relaxed);
   g_levels.push_back({level_, batch_size, randomness, set_offset});
   g_visible = g_levels.size();
 }
@@ -42,23 +44,23 @@ VmapLevelScope::~VmapLevelScope() {
 std::span<const VmapLevel> active_levels() { return {g_levels.data(), g_visible}; }
 bool in_vmap() { return !g_levels.empty(); }
 
-const VmapLevel* find_level(int level) {
+const VmapLevel* find_level(int64_t level) {
   for (size_t i = 0; i < g_visible; ++i)
     if (g_levels[i].level == level) return &g_levels[i];
   return nullptr;
 }
 
-HideLevelsScope::HideLevelsScope(int level) : saved_(g_visible) {
+HideLevelsScope::HideLevelsScope(int64_t level) : saved_(g_visible) {
   while (g_visible > 0 && g_levels[g_visible - 1].level >= level) --g_visible;
 }
 HideLevelsScope::~HideLevelsScope() { g_visible = saved_; }
 
-ShowLevelsScope::ShowLevelsScope(int level) : saved_(g_visible) {
+ShowLevelsScope::ShowLevelsScope(int64_t level) : saved_(g_visible) {
   while (g_visible < g_levels.size() && g_levels[g_visible].level <= level) ++g_visible;
 }
 ShowLevelsScope::~ShowLevelsScope() { g_visible = saved_; }
 
-Tensor add_batch_tag(const Tensor& t, int level, int64_t dim, int64_t start, int64_t length) {
+Tensor add_batch_tag(const Tensor& t, int64_t level, int64_t dim, int64_t start, int64_t length) {
   const TensorImpl& src = t.impl();
   int64_t d = normalize_dim("add_batch_tag", dim, static_cast<int64_t>(src.shape().size()));
   // logical dim d -> physical dim: the d-th untagged physical dim
@@ -91,7 +93,7 @@ Tensor add_batch_tag(const Tensor& t, int level, int64_t dim, int64_t start, int
   return Tensor(std::move(impl));
 }
 
-Batched remove_batch_tag(const Tensor& t, int level) {
+Batched remove_batch_tag(const Tensor& t, int64_t level) {
   const TensorImpl& src = t.impl();
   auto it = std::find_if(src.tags.begin(), src.tags.end(),
                          [&](const BatchTag& bt) { return bt.level == level; });
@@ -106,7 +108,7 @@ Batched remove_batch_tag(const Tensor& t, int level) {
   return {Tensor(std::move(impl)), bdim};
 }
 
-bool has_level(const Tensor& t, int level) {
+bool has_level(const Tensor& t, int64_t level) {
   if (!t.is_batched()) return false;
   for (const auto& bt : t.batch_tags())
     if (bt.level == level) return true;

@@ -70,7 +70,7 @@ std::vector<Batched> fallback_loop(const RuleContext& ctx, std::span<const Batch
 
 std::vector<Tensor> dispatch_batched(OpId op, std::span<const Tensor> inputs,
                                      const OpAttrs& attrs) {
-  int level = 0;
+  int64_t level = 0;
   for (const auto& t : inputs)
     if (t.defined()) level = std::max(level, t.max_level());
   auto levels = active_levels();
@@ -78,9 +78,15 @@ std::vector<Tensor> dispatch_batched(OpId op, std::span<const Tensor> inputs,
   // draws for every visible level at once.
   if (is_random_op(op) && !levels.empty()) level = std::max(level, levels.back().level);
   const VmapLevel* info = find_level(level);
-  if (!info)
-    throw_error<RuntimeError>("[", op_name(op), "] got a tensor batched at vmap level ", level,
-                              ", which is not active here (a batched tensor escaped its vmap)");
+  if (!info) {
+    Shape shape;
+    for (const auto& t : inputs)
+      if (t.defined() && t.max_level() == level) shape = t.shape();
+    throw_error<RuntimeError>("[", op_name(op), "] got a tensor of shape ", shape,
+                              " batched at vmap level ", level,
+                              ", which is not active here: a batched tensor escaped the vmap "
+                              "that made it (kept outside the function, or used in a later vmap)");
+  }
   std::vector<Batched> in;
   in.reserve(inputs.size());
   for (const auto& t : inputs) in.push_back(t.defined() ? remove_batch_tag(t, level) : Batched{});

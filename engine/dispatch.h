@@ -79,7 +79,7 @@ struct Batched {
 
 struct RuleContext {
   OpId op;
-  int level;
+  int64_t level;
   int64_t batch_size;
   Randomness randomness;
   int64_t set_offset;  // global index of this call's set 0 at this level

@@ -198,7 +198,7 @@ void print_plain(std::ostream& os, const Tensor& t) {
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "tensor(undefined)";
   if (t.is_batched()) {
-    const int level = t.max_level();
+    const int64_t level = t.max_level();
     Batched b = remove_batch_tag(t, level);
     os << "BatchedTensor(lvl=" << level << ", bdim=" << b.bdim.value_or(-1) << ", value=";
     return os << b.value << ")";

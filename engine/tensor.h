@@ -21,7 +21,7 @@
 namespace td {
 
 struct BatchTag {
-  int level;     // vmap level, 1 = outermost
+  int64_t level;  // vmap level id (nested levels have larger ids)
   int64_t pdim;  // physical dim
 };
 // Sorted by level. Nesting rarely goes deeper than a few levels, so no heap block per tensor.
@@ -76,7 +76,7 @@ class Tensor {
   // batch tags (engine-internal view; vmap/ is the user)
   bool is_batched() const { return defined() && !impl_->tags.empty(); }
   const BatchTags& batch_tags() const { return impl().tags; }
-  int max_level() const { return is_batched() ? impl_->tags.back().level : 0; }
+  int64_t max_level() const { return is_batched() ? impl_->tags.back().level : 0; }
   const Shape& physical_shape() const { return impl().pshape; }
   const Strides& physical_strides() const { return impl().pstrides; }
   const TensorImpl& impl() const {

@@ -8,6 +8,7 @@
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <thread>
 
 #include "engine/engine.h"
 #include "modules/tensordict.h"
@@ -726,4 +727,32 @@ TEST_CASE("vmap of unflatten on a per-set 0-d tensor is an IndexError, as unbatc
   check_throws_mentioning<IndexError>(
       [] { vmap([](Tensor x) { return x.unflatten(0, {1}); })(ones({2})); },
       "[unflatten] dim 0 given but a tensor of shape [] has no dims");
+}
+
+// A batched tensor kept from one vmap is refused by a later one, even one of the same size and
+// nesting depth (whose level it would otherwise be taken for), and on another thread.
+TEST_CASE("vmap: a batched tensor that escaped its vmap is refused in a later one") {
+  Tensor leaked;
+  auto keep = vmap([&](Tensor a) {
+    leaked = a;
+    return a * 2.0;
+  });
+  keep(arange(12).reshape({3, 4}));
+  auto add_leaked = [&](Tensor a) { return a + leaked; };
+  CHECK_THROWS_WITH_AS(vmap(add_leaked)(zeros({3, 4})),
+                       doctest::Contains("[add] got a tensor of shape [4] batched at vmap level"),
+                       RuntimeError);
+  CHECK_THROWS_WITH_AS(vmap(add_leaked, {.chunk_size = 1})(zeros({3, 4})),
+                       doctest::Contains("escaped the vmap"), RuntimeError);
+  CHECK_THROWS_AS(leaked + 1.0, RuntimeError);
+  std::string error;
+  std::thread other([&] {
+    try {
+      vmap(add_leaked)(zeros({3, 4}));
+    } catch (const RuntimeError& e) {
+      error = e.what();
+    }
+  });
+  other.join();
+  CHECK(error.find("escaped the vmap") != std::string::npos);
 }

@@ -57,10 +57,11 @@ Value map_in(const Value& v, int64_t in_dim, size_t arg,
   }
 }
 
+// One chunk's output: its level (chunks run concurrently have their own) and batch size.
 struct OutCtx {
-  int level;
-  int64_t n;  // this chunk's batch size
-  size_t index;
+  int64_t level;
+  int64_t n;
+  size_t index;  // of the output, for messages
 };
 
 // Removes the level's tag from a leaf and puts the batch dim at out_dim (a leaf that does not
@@ -82,10 +83,12 @@ Tensor finish_leaf(const Tensor& t, std::optional<int64_t> od, const OutCtx& c) 
   return t.unsqueeze(*od).expand(s);
 }
 
-// Applies finish_leaf over the output tree of each chunk and concatenates chunk results.
-Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const OutCtx& c0,
-             const std::vector<int64_t>& chunk_sizes) {
+// Applies finish_leaf over the output tree of each chunk (cs: one context per chunk) and
+// concatenates chunk results.
+Value finish(const std::vector<Value>& outs, std::optional<int64_t> od,
+             const std::vector<OutCtx>& cs) {
   const Value& v = outs[0];
+  const OutCtx& c0 = cs[0];
   auto per_chunk = [&](auto&& get) {
     std::vector<Value> parts;
     for (const auto& o : outs) parts.push_back(get(o));
@@ -97,7 +100,7 @@ Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const Ou
       std::optional<int64_t> nd;
       for (size_t i = 0; i < outs.size(); ++i) {
         const Tensor& t = outs[i].tensor();
-        OutCtx c{c0.level, chunk_sizes[i], c0.index};
+        const OutCtx& c = cs[i];
         // t.dim() is the per-set rank (the level's tag is hidden)
         if (od) nd = check_dim("out_dim", *od, t.dim() + 1, c.index, t.shape());
         parts.push_back(finish_leaf(t, nd, c));
@@ -111,7 +114,7 @@ Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const Ou
       if (od) nd = check_dim("out_dim", *od, d.batch_dims() + 1, c0.index, d.batch_size());
       std::vector<TensorDict> parts;
       for (size_t i = 0; i < outs.size(); ++i) {
-        OutCtx c{c0.level, chunk_sizes[i], c0.index};
+        const OutCtx& c = cs[i];
         const TensorDict& di = outs[i].tensordict();
         Shape bs = di.batch_size();
         if (nd) bs.insert(bs.begin() + *nd, c.n);
@@ -119,7 +122,7 @@ Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const Ou
       }
       if (parts.size() == 1 || !od) return Value(parts[0]);
       int64_t total = 0;
-      for (int64_t n : chunk_sizes) total += n;
+      for (const auto& c : cs) total += c.n;
       Shape bs = parts[0].batch_size();
       bs[*nd] = total;
       size_t leaf = 0;
@@ -134,15 +137,13 @@ Value finish(const std::vector<Value>& outs, std::optional<int64_t> od, const Ou
     case Value::Kind::List: {
       ValueList out;
       for (size_t k = 0; k < v.list().size(); ++k)
-        out.push_back(
-            finish(per_chunk([&](const Value& o) { return o.list()[k]; }), od, c0, chunk_sizes));
+        out.push_back(finish(per_chunk([&](const Value& o) { return o.list()[k]; }), od, cs));
       return Value(std::move(out));
     }
     case Value::Kind::Dict: {
       ValueDict out;
       for (const auto& [key, x] : v.dict().items())
-        out.set(key, finish(per_chunk([&](const Value& o) { return o.dict().at(key); }), od, c0,
-                            chunk_sizes));
+        out.set(key, finish(per_chunk([&](const Value& o) { return o.dict().at(key); }), od, cs));
       return Value(std::move(out));
     }
     case Value::Kind::None:
@@ -239,14 +240,14 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   const RngState saved = rng_state();
   RngState after_first = saved;
   std::vector<Value> outs(chunks.size());
-  std::vector<int64_t> chunk_sizes;
-  for (const auto& [start, n] : chunks) chunk_sizes.push_back(n);
-  int level = 0;
+  std::vector<OutCtx> cs;
+  for (const auto& [start, n] : chunks) cs.push_back({0, n, 0});
   auto run_chunk = [&](size_t k) {
     const auto [start, n] = chunks[k];
     set_rng_state(saved);  // each set's draws do not depend on the chunking
     VmapLevelScope scope(n, o.randomness, start);
-    const int lv = scope.level();
+    const int64_t lv = scope.level();
+    cs[k].level = lv;
     ValueList inner;
     for (size_t i = 0; i < args.size(); ++i) {
       if (!in_dims[i]) {
@@ -261,7 +262,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
           true));
     }
     outs[k] = f(inner);
-    if (k == 0) after_first = rng_state(), level = lv;
+    if (k == 0) after_first = rng_state();
   };
   // a failing call leaves the generator as it was, as it leaves everything else
   struct RestoreRng {
@@ -282,6 +283,10 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   set_rng_state(after_first);
 
   // outputs: out_dims per top-level output
+  auto output = [&](size_t j) {
+    for (auto& c : cs) c.index = j;
+    return cs;
+  };
   const Value& first = outs[0];
   if (o.out_dims.size() > 1) {
     if (!first.is_list() || first.list().size() != o.out_dims.size())
@@ -294,7 +299,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     for (size_t j = 0; j < o.out_dims.size(); ++j) {
       std::vector<Value> parts;
       for (const auto& v : outs) parts.push_back(v.list()[j]);
-      out.push_back(finish(parts, o.out_dims[j], {level, 0, j}, chunk_sizes));
+      out.push_back(finish(parts, o.out_dims[j], output(j)));
     }
     return Value(std::move(out));
   }
@@ -304,11 +309,11 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     for (size_t j = 0; j < first.list().size(); ++j) {
       std::vector<Value> parts;
       for (const auto& v : outs) parts.push_back(v.list()[j]);
-      out.push_back(finish(parts, od, {level, 0, j}, chunk_sizes));
+      out.push_back(finish(parts, od, output(j)));
     }
     return Value(std::move(out));
   }
-  return finish(outs, od, {level, 0, 0}, chunk_sizes);
+  return finish(outs, od, output(0));
 }
 
 }  // namespace td

@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "engine/kernels/kernels.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -405,6 +406,42 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
             worst = std::max(worst, std::abs(got[i] - ref[i]) / (1.0 + std::abs(ref[i])));
           CHECK(worst < 1e-4);
         }
+}
+
+// relu(NaN) is NaN; a max(v, 0) with the wrong operand order gives 0. Every path of the fused
+// kernel: scalar (tiny), register tiles, dot products (1-4 output columns), BLAS (large x),
+// float64, and batched under vmap.
+TEST_CASE("linear_relu keeps a NaN in its input's row, as relu does") {
+  const double nan = std::nan("");
+  struct Case {
+    int64_t rows, in, out;
+    DType dt;
+  };
+  for (const Case& c :
+       {Case{2, 3, 2, kFloat32}, Case{40, 8, 20, kFloat32}, Case{40, 8, 3, kFloat32},
+        Case{300, 256, 20, kFloat32}, Case{40, 8, 20, kFloat64}}) {
+    CAPTURE(c.rows);
+    CAPTURE(c.out);
+    Tensor x = ones({c.rows, c.in}, c.dt);
+    x[1].fill_(nan);
+    // bias -in - 1: every finite output is -1, so a ReLU that worked gives 0 there
+    Tensor w = ones({c.out, c.in}, c.dt), b = full({c.out}, -double(c.in) - 1.0, c.dt);
+    auto check = [&](const Tensor& y) {
+      const auto v = y.to_vector<double>();
+      for (int64_t i = 0; i < c.rows; ++i)
+        for (int64_t j = 0; j < c.out; ++j) {
+          const double e = v[static_cast<size_t>(i * c.out + j)];
+          if (i == 1)
+            CHECK(std::isnan(e));
+          else
+            CHECK(e == 0.0);
+        }
+    };
+    check(linear_relu(x, w, b));
+    Tensor ys = vmap([&](Tensor ws) { return linear_relu(x, ws, b); })(stack({w, w}));
+    check(ys[0]);
+    check(ys[1]);
+  }
 }
 
 TEST_CASE("linear_relu is relu(linear) for every dtype and rank") {

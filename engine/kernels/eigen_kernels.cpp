@@ -148,7 +148,10 @@ void gemm_nt_one(Operand<T> x, Operand<T> w, const T* bias, int64_t bs, T* po, b
       with_map(wt, [&](const auto& mwt) { y.noalias() += mx * mwt; });
     });
   }
-  if (relu) y = y.cwiseMax(T(0));
+  if (relu) {
+    // v < 0 ? 0 : v keeps a NaN, as relu does (Eigen's cwiseMax turns it into 0)
+    for (int64_t i = 0; i < n * m; ++i) po[i] = po[i] < T(0) ? T(0) : po[i];
+  }
 }
 
 template <class T>

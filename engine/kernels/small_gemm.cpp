@@ -40,6 +40,9 @@ struct Product {
   bool relu;
 };
 
+// max(v, 0) with a NaN v kept, as relu: maxps returns its second operand when either is NaN
+inline V relu_keep_nan(V v) { return xsimd::max(V(0.0f), v); }
+
 // One R x nc tile (R <= MR, nc <= NR) over kc steps of the packed panel. first: start from the
 // bias (a packed column row and/or a scalar per row); otherwise continue from what c holds.
 template <int R>
@@ -116,8 +119,8 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
   if (relu) {
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
-      acc[r][0] = xsimd::max(acc[r][0], V(0.0f));
-      acc[r][1] = xsimd::max(acc[r][1], V(0.0f));
+      acc[r][0] = relu_keep_nan(acc[r][0]);
+      acc[r][1] = relu_keep_nan(acc[r][1]);
     }
   }
   if (dense) {
@@ -295,7 +298,7 @@ void dot_tile(const float* x, int64_t xrs, const float* w, int64_t wrs, int64_t 
       for (int j = 0; j < J; ++j) acc[r * J + j] = xsimd::fma(xt[r], wt[j], acc[r * J + j]);
   }
   V sums = xsimd::haddp(acc) + bias;
-  if (relu) sums = xsimd::max(sums, V(0.0f));
+  if (relu) sums = relu_keep_nan(sums);
   alignas(64) float out[W];
   sums.store_aligned(out);
   for (int r = 0; r < R; ++r)

@@ -128,8 +128,8 @@ inline void philox_round8(Lanes8& v, __m256i k0, __m256i k1) {
 }
 #endif
 
-// Philox blocks [first, first + count) of one key into words[4 * i + lane], 16 blocks at a time
-// in structure-of-arrays form so the rounds vectorise.
+// Philox blocks [first, first + count) of one key into words[4 * i + lane], a group of blocks at
+// a time in structure-of-arrays form so the rounds vectorise.
 #ifdef __AVX2__
 // Counters are made in registers (32 consecutive blocks differ in word 0 only, unless they
 // cross a multiple of 2^32) and the words go out through a 4x8 register transpose.

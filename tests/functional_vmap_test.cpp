@@ -1159,3 +1159,20 @@ TEST_CASE("an in_dims of INT64_MAX is a ValueError, not an overflow") {
       },
       "functional_vmap");
 }
+
+TEST_CASE("a conv ensemble on a shared input: the same bits for any chunk_size or a loop") {
+  // one GEMM of B*O rows rounds differently from one of O rows, so the sets' values depended on
+  // how many were computed at once
+  manual_seed(31);
+  auto nets = ensemble(5, [] { return std::make_shared<nn::Conv2d>(2, 4, 3); });
+  TensorDict params = TensorDict::from_modules(nets);
+  nn::Module& m = *nets[0];
+  Tensor x = randn({3, 2, 8, 8});
+  Tensor base = functional_vmap(m, {.params = params, .args = {x}}).tensor();
+  REQUIRE(base.shape() == Shape{5, 3, 4, 6, 6});
+  for (int i = 0; i < 5; ++i) CHECK(close(base[i], (*nets[i])({x}).tensor(), 1e-5));
+  for (int64_t c : {1, 2, 3, 4, 5, 9})
+    CHECK(
+        equal(functional_vmap(m, {.params = params, .args = {x}, .chunk_size = c}).tensor(), base));
+  CHECK(equal(functional_vmap(m, {.params = params, .args = {x}, .loop = true}).tensor(), base));
+}

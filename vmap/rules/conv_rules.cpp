@@ -12,8 +12,7 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const OpAttrs& a,
 
 // conv2d(x, w, b?):
 //   BNCHW, OCkk        -> (BN)CHW -> BNOH'W'
-//   NCHW, BOCkk (g=1)  -> w (BO)Ckk -> N(BO)H'W' -> NBOH'W' (bdim 1)
-//   (B)NCHW, BOCkk     -> N(BC)HW with groups*B, w (BO)Ckk -> N(BO)H'W' -> NBOH'W'
+//   (B)NCHW, BOCkk     -> N(BC)HW with groups*B, w (BO)Ckk -> N(BO)H'W' -> NBOH'W' (bdim 1)
 // A per-set 3-D input [C, H, W] gets a unit N. A batched bias alone is added afterwards.
 std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched> in,
                                  const OpAttrs& attrs) {
@@ -69,13 +68,12 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
   if (b.value.defined())
     b2 = b.bdim ? move_bdim_to_front(b).reshape({bsz * out_c})
                 : b.value.unsqueeze(0).expand({bsz, out_c}).reshape({bsz * out_c});
-  if (!x.bdim && attrs.groups == 1) {
-    y = conv(xf, w2, b2, attrs, 1);  // [N, B*O, H', W']
-  } else {
-    Tensor xe = ensure_has_bdim(x, bsz);  // [B, N, C, H, W]
-    Tensor x2 = fold_bdim_into(xe, 1);    // [N, B*C, H, W]
-    y = conv(x2, w2, b2, attrs, attrs.groups * bsz);
-  }
+  // A shared x is expanded too rather than run as one GEMM of B*O rows: the GEMM kernel's rounding
+  // depends on its row count, so a chunk_size (or a loop) would change the values. One group per
+  // set keeps every set's GEMM [O, C*kh*kw] whatever the chunking.
+  Tensor xe = ensure_has_bdim(x, bsz);  // [B, N, C, H, W]
+  Tensor x2 = fold_bdim_into(xe, 1);    // [N, B*C, H, W]
+  y = conv(x2, w2, b2, attrs, attrs.groups * bsz);
   return finish(y.unflatten(1, {bsz, out_c}), 1);
 }
 

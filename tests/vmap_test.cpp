@@ -756,3 +756,22 @@ TEST_CASE("vmap: a batched tensor that escaped its vmap is refused in a later on
   other.join();
   CHECK(error.find("escaped the vmap") != std::string::npos);
 }
+
+TEST_CASE("vmap: a function may return or take a std::pair, as a two-element tuple") {
+  manual_seed(12);
+  Tensor u = randn({4, 3});
+  auto f = vmap([](Tensor a) { return std::make_pair(a * 2, a.sum()); });
+  std::pair<Tensor, Tensor> out = f(u);
+  REQUIRE(out.first.shape() == Shape{4, 3});
+  REQUIRE(out.second.shape() == Shape{4});
+  auto uv = u.to_vector<float>();
+  for (int i = 0; i < 4; ++i) {
+    CHECK(out.first[i][1].item<float>() == 2 * uv[i * 3 + 1]);
+    CHECK(out.second[i].item<float>() ==
+          doctest::Approx(uv[i * 3] + uv[i * 3 + 1] + uv[i * 3 + 2]).epsilon(1e-6));
+  }
+  auto g = vmap([](std::pair<Tensor, Tensor> p) { return p.first - p.second; });
+  Tensor d = g(std::make_pair(u, u * 3));
+  for (int i = 0; i < 12; ++i)
+    CHECK(d.flatten()[i].item<float>() == doctest::Approx(-2 * uv[i]).epsilon(1e-6));
+}

@@ -49,6 +49,8 @@ template <class T>
 struct IsTuple : std::false_type {};
 template <class... Ts>
 struct IsTuple<std::tuple<Ts...>> : std::true_type {};
+template <class A, class B>  // a Value holds a pair as a list of two, as a tuple
+struct IsTuple<std::pair<A, B>> : std::true_type {};
 
 template <class T>
 T from_value(const Value& v) {

@@ -832,6 +832,14 @@ TEST_CASE("bound methods take strings and ints; a number output raises, batched 
         functional_vmap(*ts[0], {.params = params, .args = {x}, .method = "with_count",
                                  .loop = loop}),
         ValueError);
+    // named as functional_vmap's, batched too (not vmap's, which suggests an out_dims)
+    const std::string m = message_of([&] {
+      functional_vmap(*ts[0],
+                      {.params = params, .args = {x}, .method = "with_count", .loop = loop});
+    });
+    CHECK_MESSAGE(m.find("[functional_vmap] the module must only return Tensors") == 0, m);
+    CHECK_MESSAGE(m.find("float") != std::string::npos, m);
+    CHECK_MESSAGE(m.find("out_dims") == std::string::npos, m);
   }
 }
 

@@ -178,6 +178,29 @@ Value stack_outputs(const std::vector<Value>& outs) {
                           first.kind_name(), " for set 0");
 }
 
+// A number or string the module returns cannot carry the sets along a dim. Said here, before
+// vmap's own message, which would suggest an out_dims that functional_vmap does not have.
+void check_tensor_outputs(const Value& v) {
+  switch (v.kind()) {
+    case Value::Kind::List:
+      for (const auto& e : v.list()) check_tensor_outputs(e);
+      return;
+    case Value::Kind::Dict:
+      for (const auto& [k, e] : v.dict().items()) check_tensor_outputs(e);
+      return;
+    case Value::Kind::Bool:
+    case Value::Kind::Int:
+    case Value::Kind::Double:
+    case Value::Kind::String:
+      throw_error<ValueError>(
+          "[functional_vmap] the module must only return Tensors (or None), "
+          "but it returned a ",
+          v.kind_name());
+    default:
+      return;
+  }
+}
+
 Value call(const Module& module, const std::string& method, const ValueList& args,
            const ValueDict& kwargs) {
   return const_cast<Module&>(module).call_method(method, args, kwargs);
@@ -466,7 +489,9 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
         ValueDict kw = o.kwargs;
         for (size_t i = 0; i < keys.size(); ++i) kw.set(keys[i], a[i + 1]);
         ParameterOverride override(module, a[0].tensordict());
-        return call(module, method, o.args, kw);
+        Value out = call(module, method, o.args, kw);
+        check_tensor_outputs(out);
+        return out;
       };
       try {
         out = vmap_call(f, vargs, vo, blocks.concurrent);

@@ -17,6 +17,12 @@ namespace td {
 namespace {
 std::atomic<int> g_threads{1};
 thread_local int tl_serial = 0;
+// OpenBLAS starts with a thread per core; td's default is one thread, GEMMs included, so that a
+// GEMM gives the same bits before and after set_num_threads(1) (its threads split it differently)
+[[maybe_unused]] const bool g_blas_one_thread = [] {
+  kernels::set_blas_threads(1);
+  return true;
+}();
 
 // Workers that stay alive between calls: starting threads per parallel_for cost 20-50 us, as much
 // as a small block of sets computes. Part p of a job goes to worker p - 1 (the caller runs part

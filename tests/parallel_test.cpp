@@ -13,6 +13,17 @@
 
 using namespace td;
 
+// First in this file, so that in its own process (ctest) it runs before any set_num_threads.
+TEST_CASE("one thread by default, OpenBLAS's GEMMs included") {
+  manual_seed(3);
+  Tensor a = randn({256, 512}), b = randn({512, 1024});
+  Tensor by_default = matmul(a, b);
+  set_num_threads(1);
+  Tensor one = matmul(a, b);
+  CHECK(num_threads() == 1);
+  CHECK(equal(by_default, one));
+}
+
 namespace {
 // Restores the thread count a test changed.
 struct Threads {

@@ -1184,3 +1184,19 @@ TEST_CASE("a conv ensemble on a shared input: the same bits for any chunk_size o
         equal(functional_vmap(m, {.params = params, .args = {x}, .chunk_size = c}).tensor(), base));
   CHECK(equal(functional_vmap(m, {.params = params, .args = {x}, .loop = true}).tensor(), base));
 }
+
+TEST_CASE("two threads: a conv ensemble's blocks give the bits of one thread") {
+  // the blocks' GEMMs ran on OpenBLAS's threads too, which split them differently
+  manual_seed(32);
+  auto nets = ensemble(64, [] { return std::make_shared<nn::Conv2d>(8, 8, 3, 1, 1); });
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({4, 8, 16, 16});
+  Tensor one = functional_vmap(*nets[0], {.params = params, .args = {x}}).tensor();
+  Tensor two;
+  {
+    Threads threads(2);
+    two = functional_vmap(*nets[0], {.params = params, .args = {x}}).tensor();
+  }
+  CHECK(equal(two, one));
+  for (int i : {0, 63}) CHECK(close(one[i], (*nets[i])({x}).tensor(), 1e-5));
+}

@@ -39,6 +39,7 @@ struct OpAttrs {
   int64_t dim = 0, dim2 = 0;
   int64_t start = 0, end = 0, step = 1;
   int64_t groups = 1;
+  int64_t sets = 1;  // conv2d: the weight is `sets` banks of filters, all over the one input
   double alpha = 0, beta = 0;  // scalars: p, eps, momentum
   Scalar value, value2;        // exact scalars (integers beyond 2^53): fill value, clamp bounds
   bool keepdim = false, training = false, flag = false;

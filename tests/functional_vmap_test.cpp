@@ -1200,3 +1200,29 @@ TEST_CASE("two threads: a conv ensemble's blocks give the bits of one thread") {
   CHECK(equal(two, one));
   for (int i : {0, 63}) CHECK(close(one[i], (*nets[i])({x}).tensor(), 1e-5));
 }
+
+TEST_CASE("a grouped conv ensemble on a shared input, and batched again by an outer vmap") {
+  manual_seed(32);
+  auto nets = ensemble(4, [] { return std::make_shared<nn::Conv2d>(4, 6, 3, 1, 1, 1, 2); });
+  TensorDict params = TensorDict::from_modules(nets);
+  nn::Module& m = *nets[0];
+  Tensor x = randn({2, 4, 5, 5});
+  Tensor base = functional_vmap(m, {.params = params, .args = {x}}).tensor();
+  REQUIRE(base.shape() == Shape{4, 2, 6, 5, 5});
+  for (int i = 0; i < 4; ++i) CHECK(equal(base[i], (*nets[i])({x}).tensor()));
+  for (int64_t c : {1, 3})
+    CHECK(
+        equal(functional_vmap(m, {.params = params, .args = {x}, .chunk_size = c}).tensor(), base));
+  // the inner call's filter banks meet an input batched at the outer level
+  Tensor xs = randn({3, 2, 4, 5, 5});
+  auto outer = vmap(
+      [&](Tensor xa) { return functional_vmap(m, {.params = params, .args = {xa}}).tensor(); });
+  Tensor ys = outer(xs);
+  REQUIRE(ys.shape() == Shape{3, 4, 2, 6, 5, 5});
+  for (int a = 0; a < 3; ++a)
+    for (int i = 0; i < 4; ++i) CHECK(close(ys[a][i], (*nets[i])({xs[a]}).tensor(), 1e-5));
+  OpAttrs bad;
+  bad.sets = 4;
+  CHECK_THROWS_WITH_AS(call_op1(OpId::conv2d, {x, ones({6, 2, 3, 3})}, bad),
+                       doctest::Contains("do not split into 4 sets"), ValueError);
+}

@@ -177,20 +177,21 @@ void im2col(const Tensor& x, const ConvGeom& g, T* cols) {
         }
 }
 
-// res [G, Og, N*OHW] -> out [N, G*Og, OHW], plus bias.
+// res [nch, N*OHW] (the GEMM's [G, Og, N*OHW]) -> channels [ch0, ch0 + nch) of out
+// [N, cout, OHW], plus bias.
 template <class T>
-void scatter_conv(const T* res, T* out, const ConvGeom& g, const std::vector<double>& bias) {
-  const int64_t og = g.cout / g.groups, hw = g.oh * g.ow;
-  for (int64_t grp = 0; grp < g.groups; ++grp)
-    for (int64_t o = 0; o < og; ++o) {
-      const int64_t ch = grp * og + o;
-      const T bv = static_cast<T>(bias[ch]);
-      const T* src = res + (grp * og + o) * g.n * hw;
-      for (int64_t b = 0; b < g.n; ++b) {
-        T* dst = out + (b * g.cout + ch) * hw;
-        for (int64_t p = 0; p < hw; ++p) dst[p] = src[b * hw + p] + bv;
-      }
+void scatter_conv(const T* res, T* out, const ConvGeom& g, int64_t cout, int64_t ch0, int64_t nch,
+                  const std::vector<double>& bias) {
+  const int64_t hw = g.oh * g.ow;
+  for (int64_t c = 0; c < nch; ++c) {
+    const int64_t ch = ch0 + c;
+    const T bv = static_cast<T>(bias[ch]);
+    const T* src = res + c * g.n * hw;
+    for (int64_t b = 0; b < g.n; ++b) {
+      T* dst = out + (b * cout + ch) * hw;
+      for (int64_t p = 0; p < hw; ++p) dst[p] = src[b * hw + p] + bv;
     }
+  }
 }
 
 struct PoolGeom {
@@ -461,7 +462,19 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
   check_floating("conv2d", x);
   check_same_dtype("conv2d", x, w, "weight");
   check_same_dtype("conv2d", x, b, "bias");
-  const ConvGeom g = conv_geom("shape", x.shape(), w.shape(), shape_or_null(b), a);
+  // `sets` banks of filters over the one input (vmap's ensemble on a shared input): the input's
+  // columns are made once, and each bank's GEMM is the one a call with that bank alone makes
+  // (one GEMM of all banks' rows would round differently, so chunking would change the bits)
+  const int64_t sets = a.sets;
+  if (sets < 1 || w.dim() != 4 || w.size(0) % sets != 0 ||
+      (b.defined() && b.dim() == 1 && b.size(0) % sets != 0))
+    throw_error<ValueError>("[conv2d] weight of shape ", w.shape(), " and bias of shape ",
+                            b.defined() ? b.shape() : Shape{}, " do not split into ", sets,
+                            " sets of filters");
+  Shape ws = w.shape(), bs = b.defined() ? b.shape() : Shape{};
+  ws[0] /= sets;
+  if (b.defined() && b.dim() == 1) bs[0] /= sets;
+  const ConvGeom g = conv_geom("shape", x.shape(), ws, b.defined() ? &bs : nullptr, a);
   const int64_t ckk = (g.cin / g.groups) * g.kh * g.kw, l = g.n * g.oh * g.ow;
   const int64_t og = g.cout / g.groups;
 
@@ -473,15 +486,19 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
     else
       im2col<double>(x4, g, cols.data<double>());
   }
-  // [G, Og, Cg*kh*kw] @ [G, Cg*kh*kw, N*OH*OW]: all groups in one batched GEMM.
-  Tensor res = kernels::bmm(w.reshape({g.groups, og, ckk}), cols);
-  Tensor out = Tensor::empty({g.n, g.cout, g.oh, g.ow}, x.dtype());
-  std::vector<double> bias = values_or(b, g.cout, 0.0);
-  if (out.numel() > 0) {
+  const int64_t cout = sets * g.cout;
+  Tensor out = Tensor::empty({g.n, cout, g.oh, g.ow}, x.dtype());
+  std::vector<double> bias = values_or(b, cout, 0.0);
+  for (int64_t s = 0; s < sets; ++s) {
+    // [G, Og, Cg*kh*kw] @ [G, Cg*kh*kw, N*OH*OW]: all groups in one batched GEMM.
+    Tensor bank = w.narrow(0, s * g.cout, g.cout).reshape({g.groups, og, ckk});
+    Tensor res = kernels::bmm(bank, cols);
+    if (out.numel() == 0) continue;
     if (x.dtype() == DType::Float32)
-      scatter_conv<float>(res.data<float>(), out.data<float>(), g, bias);
+      scatter_conv<float>(res.data<float>(), out.data<float>(), g, cout, s * g.cout, g.cout, bias);
     else
-      scatter_conv<double>(res.data<double>(), out.data<double>(), g, bias);
+      scatter_conv<double>(res.data<double>(), out.data<double>(), g, cout, s * g.cout, g.cout,
+                           bias);
   }
   return {x.dim() == 3 ? out.squeeze(0) : out};
 }

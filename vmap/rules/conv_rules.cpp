@@ -6,18 +6,37 @@
 namespace td::rules {
 namespace {
 
-Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const OpAttrs& a, int64_t groups) {
-  return conv2d(x, w, b, a.stride, a.padding, a.dilation, groups);
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const OpAttrs& a, int64_t groups,
+            int64_t sets = 1) {
+  OpAttrs c = a;
+  c.groups = groups;
+  c.sets = sets;
+  return call_op1(OpId::conv2d, {x, w, b}, c);
 }
 
 // conv2d(x, w, b?):
 //   BNCHW, OCkk        -> (BN)CHW -> BNOH'W'
-//   (B)NCHW, BOCkk     -> N(BC)HW with groups*B, w (BO)Ckk -> N(BO)H'W' -> NBOH'W' (bdim 1)
+//   NCHW, BOCkk        -> w (BO)Ckk as B sets of filters -> N(BO)H'W' -> NBOH'W' (bdim 1)
+//   BNCHW, BOCkk       -> N(BC)HW with groups*B, w (BO)Ckk -> N(BO)H'W' -> NBOH'W' (bdim 1)
 // A per-set 3-D input [C, H, W] gets a unit N. A batched bias alone is added afterwards.
+// A call with sets > 1 (an inner vmap's shared-input ensemble, batched again here) is the
+// grouped conv it equals: the input's channels repeated once per set, groups * sets.
 std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched> in,
                                  const OpAttrs& attrs) {
   Batched x = in[0], w = in[1];
   Batched b = in.size() > 2 ? in[2] : Batched{};
+  if (attrs.sets > 1) {
+    Tensor xf = move_bdim_to_front(x);  // [B?, N?, C, H, W]
+    const int64_t cd = xf.dim() - 3;
+    Shape s = xf.shape();
+    s.insert(s.begin() + cd, attrs.sets);
+    Tensor rep = xf.unsqueeze(cd).expand(s).flatten(cd, cd + 1);
+    OpAttrs a = attrs;
+    a.groups *= attrs.sets;
+    a.sets = 1;
+    std::vector<Batched> in2{{rep, x.bdim ? std::optional<int64_t>(0) : std::nullopt}, w, b};
+    return conv2d_rule(ctx, in2, a);
+  }
   int64_t bsz = ctx.batch_size;
   int64_t xr = logical_rank(x);
   if (xr != 3 && xr != 4)
@@ -68,12 +87,12 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
   if (b.value.defined())
     b2 = b.bdim ? move_bdim_to_front(b).reshape({bsz * out_c})
                 : b.value.unsqueeze(0).expand({bsz, out_c}).reshape({bsz * out_c});
-  // A shared x is expanded too rather than run as one GEMM of B*O rows: the GEMM kernel's rounding
-  // depends on its row count, so a chunk_size (or a loop) would change the values. One group per
-  // set keeps every set's GEMM [O, C*kh*kw] whatever the chunking.
-  Tensor xe = ensure_has_bdim(x, bsz);  // [B, N, C, H, W]
-  Tensor x2 = fold_bdim_into(xe, 1);    // [N, B*C, H, W]
-  y = conv(x2, w2, b2, attrs, attrs.groups * bsz);
+  if (!x.bdim) {
+    y = conv(xf, w2, b2, attrs, attrs.groups, bsz);  // [N, B*O, H', W']
+  } else {
+    Tensor x2 = fold_bdim_into(xf, 1);  // [N, B*C, H, W]
+    y = conv(x2, w2, b2, attrs, attrs.groups * bsz);
+  }
   return finish(y.unflatten(1, {bsz, out_c}), 1);
 }
 

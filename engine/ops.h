@@ -84,6 +84,11 @@ Tensor ge(const Tensor& a, const Tensor& b);
 Tensor logical_and(const Tensor& a, const Tensor& b);
 Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+// Bool masks of NaN, infinite and finite elements (integer and bool elements are always finite).
+// Comparisons underneath, so vmap batches them through those ops' rules.
+Tensor isnan(const Tensor& x);
+Tensor isinf(const Tensor& x);
+Tensor isfinite(const Tensor& x);
 // Bitwise ops (a & b, a | b, a ^ b, ~a) of bool and int64 tensors (bool with int64 promotes to
 // int64); floating tensors raise TypeError as in PyTorch.
 Tensor bitwise_and(const Tensor& a, const Tensor& b);

@@ -495,3 +495,25 @@ TEST_CASE("int64 arithmetic wraps in two's complement, as PyTorch's") {
   t.add_(int64_t{1});
   CHECK(vec(t) == std::vector<int64_t>{min});
 }
+
+TEST_CASE("isnan, isinf and isfinite, for every dtype and under vmap") {
+  const double nan = std::nan(""), inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = tensor<double>({1.0, nan, inf, -inf, -0.0, -3e38}).to(dt);
+    CHECK(isnan(x).dtype() == kBool);
+    CHECK(isnan(x).to_vector<bool>() == std::vector<bool>{false, true, false, false, false, false});
+    CHECK(isinf(x).to_vector<bool>() == std::vector<bool>{false, false, true, true, false, false});
+    CHECK(isfinite(x).to_vector<bool>() ==
+          std::vector<bool>{true, false, false, false, true, true});
+  }
+  for (const Tensor& x : {tensor<int64_t>({0, -5, INT64_MAX}), tensor<bool>({true, false, true})}) {
+    CHECK(isnan(x).to_vector<bool>() == std::vector<bool>(3, false));
+    CHECK(isinf(x).to_vector<bool>() == std::vector<bool>(3, false));
+    CHECK(isfinite(x).to_vector<bool>() == std::vector<bool>(3, true));
+  }
+  Tensor sets = tensor<double>({1.0, nan, inf, 2.0, -inf, nan}, {2, 3});
+  Tensor m = vmap([](Tensor r) { return isnan(r) | isinf(r); })(sets);
+  CHECK(m.to_vector<bool>() == std::vector<bool>{false, true, true, false, true, true});
+  CHECK(vmap(isfinite)(sets).to_vector<bool>() ==
+        std::vector<bool>{true, false, false, true, false, false});
+}

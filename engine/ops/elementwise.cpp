@@ -1,6 +1,7 @@
 // Element-wise ops: unary maps, clamp, casts, broadcasting binary ops and where, with PyTorch's
 // dtype rules. Public functions only pack attrs and dispatch (so vmap sees every call).
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "engine/kernels/kernels.h"
@@ -363,6 +364,13 @@ Tensor operator^(const Tensor& a, const Tensor& b) { return bitwise_xor(a, b); }
 Tensor operator~(const Tensor& a) { return bitwise_not(a); }
 Tensor operator&&(const Tensor& a, const Tensor& b) { return logical_and(a, b); }
 Tensor operator||(const Tensor& a, const Tensor& b) { return logical_or(a, b); }
+Tensor isnan(const Tensor& x) { return ne(x, x); }
+Tensor isinf(const Tensor& x) {
+  return is_floating(x.dtype()) ? eq(abs(x), std::numeric_limits<double>::infinity()) : ne(x, x);
+}
+// x - x is 0 for a finite x and NaN for an infinite or NaN one
+Tensor isfinite(const Tensor& x) { return is_floating(x.dtype()) ? eq(x - x, 0) : eq(x, x); }
+
 Tensor operator!(const Tensor& a) { return logical_not(a); }
 
 }  // namespace td

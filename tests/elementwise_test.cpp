@@ -123,6 +123,18 @@ TEST_CASE("clamp") {
   check_throws_naming_op<ValueError>([&] { clamp(x, std::nullopt, std::nullopt); }, "clamp");
 }
 
+TEST_CASE("clamp with a NaN bound gives NaN everywhere, as torch") {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = tensor({-2.f, 0.5f, 3.f});
+  for (const Tensor& r : {clamp(x, nan, std::nullopt), clamp(x, std::nullopt, nan),
+                          clamp(x, -1.0, nan), clamp(x, nan, 1.0)})
+    for (float v : fv(r)) CHECK(std::isnan(v));
+  // an integer tensor with a floating NaN bound becomes float32 NaN
+  Tensor ci = clamp(tensor<int64_t>({-4, 7}), nan, 2);
+  CHECK(ci.dtype() == kFloat32);
+  for (float v : fv(ci)) CHECK(std::isnan(v));
+}
+
 TEST_CASE("binary arithmetic with broadcasting against a naive loop") {
   Tensor a = arange(0, 6, 1, kFloat32).reshape({2, 3});
   Tensor b = tensor({10.f, 20.f, 30.f});

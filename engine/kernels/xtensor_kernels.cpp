@@ -870,8 +870,9 @@ Tensor clamp(const Tensor& x, Scalar lo, Scalar hi, bool has_lo, bool has_hi) {
       const T l = static_cast<T>(lo.to_double()), h = static_cast<T>(hi.to_double());
       return map_unary<T>(x, [=](T v) -> T {
         if (std::isnan(v)) return v;
-        if (has_lo && v < l) v = l;
-        if (has_hi && v > h) v = h;
+        // a NaN bound gives NaN, as torch's min(max(v, lo), hi) does
+        if (has_lo && (v < l || std::isnan(l))) v = l;
+        if (has_hi && (v > h || std::isnan(h))) v = h;
         return v;
       });
     } else {

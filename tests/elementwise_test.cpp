@@ -216,6 +216,13 @@ TEST_CASE("type promotion") {
   CHECK_THROWS_AS((void)(f - b), TypeError);
   CHECK_THROWS_AS(sub_(f, b), TypeError);
   CHECK((b + 1).to_vector<int64_t>() == std::vector<int64_t>{2, 1});  // other ops promote
+  // a bool scalar is a bool operand too (torch: f - True raises), on either side and in place
+  check_throws_mentioning<TypeError>([&] { (void)(f - true); }, "[sub] subtraction with a bool");
+  check_throws_mentioning<TypeError>([&] { (void)(true - i); }, "[sub] subtraction with a bool");
+  check_throws_mentioning<TypeError>([&] { sub(d, false); }, "shape [2]");
+  check_throws_naming_op<TypeError>([&] { f.sub_(true); }, "sub_");
+  CHECK(fv(f) == std::vector<float>{0.5f, 1.5f});                          // untouched
+  CHECK((f + true).to_vector<float>() == std::vector<float>{1.5f, 2.5f});  // add takes it
 }
 
 TEST_CASE("comparisons and logical ops give bool") {

@@ -269,7 +269,6 @@ DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>&
   }                                                                      \
   Tensor name(const Tensor& a, Scalar b) { return name(a, wrap_scalar(b, a)); }
 TD_BINARY_FN(add)
-TD_BINARY_FN(sub)
 TD_BINARY_FN(mul)
 TD_BINARY_FN(div)
 TD_BINARY_FN(maximum)
@@ -281,6 +280,22 @@ TD_BINARY_FN(le)
 TD_BINARY_FN(gt)
 TD_BINARY_FN(ge)
 #undef TD_BINARY_FN
+
+void impl::check_sub_scalar(const char* op, const Tensor& t, Scalar s) {
+  if (s.is_bool())
+    throw_error<TypeError>("[", op, "] subtraction with a bool scalar (",
+                           s.to_int() ? "true" : "false", ", tensor of shape ",
+                           shape_str(t.shape()), ", ", dtype_name(t.dtype()),
+                           ") is not supported; use logical_not to invert a mask");
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  return call_op1(OpId::sub, {tier_cast(a, b), tier_cast(b, a)}, {});
+}
+Tensor sub(const Tensor& a, Scalar b) {
+  impl::check_sub_scalar("sub", a, b);
+  return sub(a, wrap_scalar(b, a));
+}
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   return call_op1(OpId::pow, {tier_cast(a, b), tier_cast(b, a)}, {});
@@ -337,7 +352,10 @@ Tensor operator-(const Tensor& a, Scalar b) { return sub(a, b); }
 Tensor operator*(const Tensor& a, Scalar b) { return mul(a, b); }
 Tensor operator/(const Tensor& a, Scalar b) { return div(a, b); }
 Tensor operator+(Scalar a, const Tensor& b) { return add(wrap_scalar(a, b), b); }
-Tensor operator-(Scalar a, const Tensor& b) { return sub(wrap_scalar(a, b), b); }
+Tensor operator-(Scalar a, const Tensor& b) {
+  impl::check_sub_scalar("sub", b, a);
+  return sub(wrap_scalar(a, b), b);
+}
 Tensor operator*(Scalar a, const Tensor& b) { return mul(wrap_scalar(a, b), b); }
 Tensor operator/(Scalar a, const Tensor& b) { return div(wrap_scalar(a, b), b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }

@@ -15,6 +15,11 @@ TD_OPS(TD_X)
 // int64, a finite value beyond float32's range), as torch's full and fill_ raise.
 void check_scalar_fits(const char* op, Scalar value, DType dtype);
 
+// The TypeError of a bool scalar in a subtraction (x - true, true - x, x.sub_(true)), as torch
+// raises for a bool tensor operand: the scalar is wrapped in x's dtype, so the tensor check
+// does not see it. t is the tensor operand.
+void check_sub_scalar(const char* op, const Tensor& t, Scalar s);
+
 // A reduction's dims normalised and sorted (all of them when dims is empty; none for a 0-d
 // input, which takes dim 0 / -1 as in torch); a repeated dim is a ValueError. Shared with the
 // reductions' vmap rule, which checks a 0-d per-set input's dims with it.

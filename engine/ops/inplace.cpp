@@ -130,6 +130,7 @@ const Tensor& div_(const Tensor& self, const Tensor& other) {
                        [](const Tensor& a, const Tensor& b) { return div(a, b); });
 }
 const Tensor& sub_(const Tensor& self, Scalar other) {
+  impl::check_sub_scalar("sub_", self, other);
   return sub_(self, wrap_scalar(other, self));
 }
 const Tensor& div_(const Tensor& self, Scalar other) {

@@ -6,6 +6,7 @@
 
 #include "engine/engine.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -171,6 +172,22 @@ TEST_CASE("index_select and gather on a 0-d input: dim 0 or -1 of size 1, as tor
   CHECK(index_select(s, -1, full({}, int64_t{0})).item<float>() == 5.f);
   CHECK_THROWS_AS(index_select(s, 1, tensor<int64_t>({0})), IndexError);
   check_throws_mentioning<IndexError>([&] { index_select(s, 0, tensor<int64_t>({1})); }, "index 1");
+  // one value, one index: torch 1.13 wrote past the 0-d result for more (newer torch raises);
+  // td gave a 0-d copy of s for any count, none included
+  for (int64_t n : {0, 2, 3}) {
+    const Tensor idx = zeros({n}, kInt64);
+    check_throws_mentioning<IndexError>([&] { index_select(s, 0, idx); },
+                                        "[index_select] a 0-d input takes exactly one index");
+    check_throws_mentioning<IndexError>([&] { index_select(s, 0, idx); },
+                                        "index of shape [" + std::to_string(n) + "]");
+    // under vmap too, with the index shared or per set
+    auto pick = [](Tensor t, Tensor i) { return index_select(t, 0, i); };
+    CHECK_THROWS_AS(vmap(pick, {.in_dims = {0, std::nullopt}})(randn({2}), idx), IndexError);
+    CHECK_THROWS_AS(vmap(pick)(randn({2}), zeros({2, n}, kInt64)), IndexError);
+  }
+  auto pick = [](Tensor t, Tensor i) { return index_select(t, 0, i); };
+  Tensor xs = tensor({4.f, 6.f});
+  CHECK(vmap(pick)(xs, zeros({2, 1}, kInt64)).to_vector<float>() == std::vector<float>{4.f, 6.f});
   CHECK(gather(s, -1, full({}, int64_t{0})).item<float>() == 5.f);
   check_throws_mentioning<IndexError>([&] { gather(s, 1000000, full({}, int64_t{0})); },
                                       "[gather]");

@@ -61,6 +61,9 @@ void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttr
 // fold the sets' tables into one, raise the same.
 void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim);
 [[noreturn]] void throw_embedding_index(int64_t v, const char* kind, const Shape& w);
+// index_select of a 0-d input (per set, in the vmap rule) takes exactly one index: the result
+// is 0-d, with room for one value. IndexError naming the index's (per-set) shape otherwise.
+void check_scalar_index_select(const Shape& index);
 
 // The words of the RuntimeError of an in-place write into an expanded tensor (a dim of size > 1
 // with stride 0), which functional_vmap recognises to name the params entry.

@@ -23,6 +23,12 @@ void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim) 
                             " with size ", size);
 }
 
+void check_scalar_index_select(const Shape& index) {
+  if (shape_numel(index) != 1)
+    throw_error<IndexError>("[index_select] a 0-d input takes exactly one index (the result is ",
+                            "0-d), got index of shape ", index);
+}
+
 std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
   const Tensor& index = in[1];
@@ -32,6 +38,7 @@ std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs&
   if (x.dim() == 0) {
     // as torch: dim 0 / -1 of a 0-d input has size 1, and the result is 0-d again
     normalize_dim("index_select", a.dim, 1);
+    check_scalar_index_select(index.shape());
     for (int64_t v : index.to_vector<int64_t>()) check_index_in_range("index_select", v, 1, 0);
     return {x.clone()};
   }

@@ -17,13 +17,17 @@ std::vector<Batched> index_select_rule(const RuleContext& ctx, std::span<const B
   int64_t d = wrap_dim("index_select", attrs.dim, r);
   if (!idx.bdim) {
     Tensor xf = move_bdim_to_front(x);
-    if (r == 0) return one(index_select(xf.unsqueeze(1), 1, idx.value).select(1, 0), 0);
+    if (r == 0) {
+      impl::check_scalar_index_select(idx.value.shape());
+      return one(index_select(xf.unsqueeze(1), 1, idx.value).select(1, 0), 0);
+    }
     return one(index_select(xf, d + 1, idx.value), 0);
   }
   if (logical_rank(idx) > 1)
     throw_error<ValueError>("[index_select] index must be 0-d or 1-D, got per-set shape ",
                             shape_str(per_set_shape(idx)));
   int64_t bsz = ctx.batch_size;
+  if (r == 0) impl::check_scalar_index_select(per_set_shape(idx));
   Tensor xf = ensure_has_bdim(x, bsz);  // [B, *, X, *]
   if (r == 0) xf = xf.unsqueeze(1);
   Tensor xm = movedim(xf, d + 1, 1);  // [B, X, rest]

@@ -57,6 +57,40 @@ TEST_CASE("cat errors") {
   CHECK_THROWS_AS(cat({ones({2, 3})}, 2), IndexError);
 }
 
+TEST_CASE("cat skips 1-D empty tensors, as torch's legacy rule") {
+  Tensor a = arange(6).view({2, 3});
+  Tensor e = zeros({0}, kInt64);
+  // [0] joins any shape, anywhere in the list, and the dim is wrapped by the first other tensor
+  for (const auto& parts : {std::vector<Tensor>{e, a}, std::vector<Tensor>{a, e}}) {
+    CHECK(iv(cat(parts, 1)) == iv(a));
+    CHECK(cat(parts, -2).shape() == Shape{2, 3});
+  }
+  Tensor c = cat({a, e, arange(6, 8).view({2, 1})}, 1);
+  CHECK(iv(c) == std::vector<int64_t>{0, 1, 2, 6, 3, 4, 5, 7});
+  CHECK(cat({e, a}, 1).dtype() == kInt64);
+  // its dtype still counts
+  Tensor f = cat({a, zeros({0}, kFloat64)}, 0);
+  CHECK(f.dtype() == kFloat64);
+  CHECK(f.to_vector<double>() == std::vector<double>{0, 1, 2, 3, 4, 5});
+  // all skipped: [0], any dim (torch.cat([torch.empty(0)], dim=5) is [0])
+  CHECK(cat({e, e}, 5).shape() == Shape{0});
+  CHECK(cat({e, zeros({0}, kFloat32)}, 0).dtype() == kFloat32);
+  // the dim is still checked against the others, and a 0-d tensor anywhere is refused
+  check_throws_naming_op<IndexError>([&] { cat({e, a}, 2); }, "cat");
+  check_throws_mentioning<ValueError>([&] { cat({e, scalar_tensor(1.0)}); }, "index 1");
+  // a [0, 3] is not skipped
+  CHECK_THROWS_AS(cat({zeros({0, 3}), ones({2, 2})}, 0), ValueError);
+  // under vmap: a per-set [0] (shared or per set) is skipped the same way
+  auto join = [](Tensor x, Tensor y) { return cat({x, y}, -1); };
+  Tensor xs = arange(12).view({2, 2, 3});
+  Tensor v = vmap(join, {.in_dims = {0, std::nullopt}})(xs, zeros({0}, kFloat32));
+  CHECK(v.shape() == Shape{2, 2, 3});
+  CHECK(v.dtype() == kFloat32);
+  CHECK(v.to_vector<float>() == xs.to(kFloat32).to_vector<float>());
+  CHECK(iv(vmap(join)(zeros({2, 0}, kInt64), xs)) == iv(xs));
+  CHECK(vmap(join)(zeros({2, 0}, kInt64), zeros({2, 0}, kInt64)).shape() == Shape{2, 0});
+}
+
 TEST_CASE("stack") {
   Tensor a = tensor({1.f, 2.f}), b = tensor({3.f, 4.f});
   Tensor s0 = stack({a, b});

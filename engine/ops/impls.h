@@ -73,8 +73,11 @@ inline constexpr const char* kExpandedWrite = "cannot write into an expanded ten
 int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind);
 
 // cat's and stack's checks on the (per-set, `kind`) shapes of their inputs; check_cat returns
-// the normalised dim. Shared with their vmap rule.
+// the normalised dim (0 when every input is skipped). Shared with their vmap rule.
 int64_t check_cat(std::span<const Shape> shapes, int64_t dim, const char* kind);
+// torch's legacy rule for cat: a 1-D tensor of size 0 joins tensors of any shape (it is skipped
+// for the shapes and the dim, and counts only for the dtype).
+inline bool cat_skips(const Shape& s) { return s.size() == 1 && s[0] == 0; }
 void check_stack(std::span<const Shape> shapes, const char* kind);
 
 // Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass

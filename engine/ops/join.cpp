@@ -30,18 +30,25 @@ namespace impl {
 
 int64_t check_cat(std::span<const Shape> shapes, int64_t dim, const char* kind) {
   if (shapes.empty()) throw_error<ValueError>("[cat] expects a non-empty list of tensors");
-  const Shape& first = shapes[0];
-  if (first.empty())
-    throw_error<ValueError>("[cat] zero-dimensional tensor (at index 0) cannot be concatenated");
+  for (size_t i = 0; i < shapes.size(); ++i)
+    if (shapes[i].empty())
+      throw_error<ValueError>("[cat] zero-dimensional tensor (at index ", i,
+                              ") cannot be concatenated");
+  // the first tensor not skipped sets the shape and the dim's range, as in torch
+  size_t r = 0;
+  while (r < shapes.size() && cat_skips(shapes[r])) ++r;
+  if (r == shapes.size()) return 0;  // all skipped: the result is [0], whatever the dim
+  const Shape& first = shapes[r];
   const int64_t nd = static_cast<int64_t>(first.size());
   const int64_t d = normalize_dim("cat", dim, nd);
-  for (size_t i = 0; i < shapes.size(); ++i) {
+  for (size_t i = r + 1; i < shapes.size(); ++i) {
     const Shape& t = shapes[i];
+    if (cat_skips(t)) continue;
     bool ok = static_cast<int64_t>(t.size()) == nd;
     for (int64_t j = 0; ok && j < nd; ++j) ok = j == d || t[j] == first[j];
     if (!ok)
       throw_error<ValueError>("[cat] tensor at index ", i, " has ", kind, " ", t,
-                              " but tensor at index 0 has ", kind, " ", first,
+                              " but tensor at index ", r, " has ", kind, " ", first,
                               "; all dims except dim ", d, " must match");
   }
   return d;
@@ -59,15 +66,22 @@ void check_stack(std::span<const Shape> shapes, const char* kind) {
 std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const int64_t dim = check_cat(shapes_of(in), a.dim, "shape");
   DType dtype = in[0].dtype();
-  Shape shape = in[0].shape();
-  shape[dim] = 0;
+  Shape shape{0};  // all skipped
+  bool joined = false;
   for (const Tensor& t : in) {
-    shape[dim] += t.shape()[dim];
     dtype = promote_types(dtype, t.dtype());
+    if (cat_skips(t.shape())) continue;
+    if (!joined) {
+      shape = t.shape();
+      shape[dim] = 0;
+      joined = true;
+    }
+    shape[dim] += t.shape()[dim];
   }
   Tensor out = Tensor::empty(shape, dtype);
   int64_t start = 0;
   for (const Tensor& t : in) {
+    if (cat_skips(t.shape())) continue;
     const int64_t len = t.shape()[dim];
     if (len > 0 && t.numel() > 0) kernels::copy_into(t, out.narrow(dim, start, len));
     start += len;

@@ -17,11 +17,22 @@ std::vector<Batched> join_rule(const RuleContext& ctx, std::span<const Batched> 
     impl::check_stack(shapes, "per-set shape");
   else
     impl::check_cat(shapes, attrs.dim, "per-set shape");
-  int64_t r = logical_rank(in[0]) + (ctx.op == OpId::stack ? 1 : 0);
+  // cat skips a per-set [0] (its physical [B, 0] would not be skipped): drop it from the call,
+  // keeping its dtype; all skipped gives [B, 0]
+  DType dtype = in[0].value.dtype();
+  std::vector<Tensor> args;
+  size_t first = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    dtype = promote_types(dtype, in[i].value.dtype());
+    if (ctx.op == OpId::cat && impl::cat_skips(shapes[i])) continue;
+    if (args.empty()) first = i;
+    args.push_back(ensure_has_bdim(in[i], ctx.batch_size));
+  }
+  if (args.empty()) return one(Tensor::empty({ctx.batch_size, 0}, dtype), 0);
+  if (args[0].dtype() != dtype) args[0] = args[0].to(dtype);
+  int64_t r = logical_rank(in[first]) + (ctx.op == OpId::stack ? 1 : 0);
   OpAttrs a = attrs;
   a.dim = normalize_dim(name, attrs.dim, r) + 1;
-  std::vector<Tensor> args;
-  for (const auto& b : in) args.push_back(ensure_has_bdim(b, ctx.batch_size));
   return one(call_op(ctx.op, args, a)[0], 0);
 }
 

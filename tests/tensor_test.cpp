@@ -324,6 +324,28 @@ TEST_CASE("arange infers its dtype from the bound types, as torch.arange") {
   CHECK(arange(3, kFloat32).dtype() == kFloat32);
   CHECK(arange(0, 1, 0.5, kFloat64).dtype() == kFloat64);
   CHECK(arange(0.0, 3.0, 1.0, kInt64).dtype() == kInt64);  // an explicit dtype wins
+}
+
+TEST_CASE("an int64 arange truncates its bounds and step to int64 first, as torch") {
+  auto iv = [](const Tensor& t) { return t.to_vector<int64_t>(); };
+  using V = std::vector<int64_t>;
+  // torch.arange(3.7, dtype=torch.int64) is [0, 1, 2]: end 3, not ceil(3.7) = 4 elements
+  CHECK(iv(arange(3.7, kInt64)) == V{0, 1, 2});
+  CHECK(arange(0.5, kInt64).numel() == 0);                 // end 0
+  CHECK(iv(arange(0.5, -2.25, -1, kInt64)) == V{0, -1});   // 0 down to -2
+  CHECK(iv(arange(0.5, 3.9, 1.5, kInt64)) == V{0, 1, 2});  // step 1
+  CHECK(arange(0.5, 0.2, 1, kInt64).numel() == 0);         // 0 to 0: empty, not a sign error
+  // a step that truncates to 0 is refused (it gave 30 elements of -3 + 0.1 i)
+  check_throws_mentioning<ValueError>([] { arange(-3, 0, 0.1, kInt64); }, "[arange] step");
+  CHECK_THROWS_AS(arange(0.0, 1e19, 1.0, kInt64), ValueError);  // beyond int64
+  // stepped in int64: exact beyond 2^53 (through a double, 2^62 + 1 came back as 2^62)
+  const int64_t big = int64_t{1} << 62;
+  CHECK(iv(arange(big, big + 3)) == V{big, big + 1, big + 2});
+  const int64_t top = std::numeric_limits<int64_t>::max();
+  CHECK(iv(arange(top - 2, top, 1)) == V{top - 2, top - 1});
+  CHECK(iv(arange(top, top - 5, -2)) == V{top, top - 2, top - 4});
+  // float dtypes keep the floating bounds
+  CHECK(arange(3.7, kFloat32).to_vector<float>() == std::vector<float>{0, 1, 2, 3});
   check_throws_naming_op<ValueError>([] { arange(0.0, INFINITY); }, "arange");
 }
 

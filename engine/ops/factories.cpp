@@ -69,6 +69,41 @@ Tensor ones_like(const Tensor& t) { return full_like(t, 1.0); }
 
 Tensor arange(Scalar end, std::optional<DType> dtype) { return arange(0, end, 1, dtype); }
 
+namespace {
+
+// An int64 range as torch's: start, end and step are taken as int64 first (a floating one
+// truncated toward zero, so arange(0.5, 3.9, 1.5, kInt64) is arange(0, 3, 1)) and the values
+// are stepped in int64, exact beyond 2^53.
+Tensor arange_int64(Scalar start_s, Scalar end_s, Scalar step_s) {
+  auto to_int = [&](Scalar v) {
+    if (v.is_floating_point() && !fits<int64_t>(v.to_double()))
+      throw_error<ValueError>("[arange] bound or step ", v.to_double(),
+                              " does not fit an int64 range");
+    return v.to_int();
+  };
+  const int64_t start = to_int(start_s), end = to_int(end_s), step = to_int(step_s);
+  if (step == 0)
+    throw_error<ValueError>("[arange] step must be nonzero (an int64 range truncates step ",
+                            step_s.to_double(), " to 0)");
+  if ((step > 0 && end < start) || (step < 0 && end > start))
+    throw_error<ValueError>("[arange] upper bound and lower bound inconsistent with step sign: ",
+                            "start=", start, " end=", end, " step=", step, " (as int64)");
+  // the distance in 128 bits: end - start can overflow int64
+  const __int128 dist = static_cast<__int128>(end) - start;
+  const __int128 count = (dist + step - (step > 0 ? 1 : -1)) / step;  // ceil(dist / step)
+  if (count >= (__int128{1} << 62))
+    throw_error<ValueError>("[arange] too many elements: start=", start, " end=", end,
+                            " step=", step);
+  const int64_t n = static_cast<int64_t>(count);
+  Tensor t = empty({n}, DType::Int64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = static_cast<int64_t>(start + static_cast<__int128>(i) * step);
+  return t;
+}
+
+}  // namespace
+
 Tensor arange(Scalar start_s, Scalar end_s, Scalar step_s, std::optional<DType> dtype_opt) {
   const bool floating =
       start_s.is_floating_point() || end_s.is_floating_point() || step_s.is_floating_point();
@@ -78,10 +113,11 @@ Tensor arange(Scalar start_s, Scalar end_s, Scalar step_s, std::optional<DType> 
   if (!std::isfinite(start) || !std::isfinite(end) || !std::isfinite(step))
     throw_error<ValueError>("[arange] start, end and step must be finite, got ", start, ", ", end,
                             " and ", step);
+  if (dtype == DType::Bool) throw_error<TypeError>("[arange] bool dtype is not supported");
+  if (dtype == DType::Int64) return arange_int64(start_s, end_s, step_s);
   if ((end - start) * step < 0)
     throw_error<ValueError>("[arange] upper bound and lower bound inconsistent with step sign: ",
                             "start=", start, " end=", end, " step=", step);
-  if (dtype == DType::Bool) throw_error<TypeError>("[arange] bool dtype is not supported");
   const double count = std::ceil((end - start) / step);
   if (!(count < 9.2e18))
     throw_error<ValueError>("[arange] too many elements: start=", start, " end=", end,

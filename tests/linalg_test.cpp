@@ -165,6 +165,28 @@ TEST_CASE("matmul dtypes and empty dims") {
   CHECK(matmul(ones({3, 0, 2, 3}), ones({1, 3, 4})).shape() == Shape{3, 0, 2, 4});
 }
 
+TEST_CASE("matmul and linear with expanded (stride 0) one-row and one-column operands") {
+  // BLAS's gemv refuses a vector with increment 0: such operands are packed first
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor row = seq({1, 1}, dt, 0.5).expand({1, 4});  // [1, 4], stride 0 along the row
+    Tensor col = seq({1, 1}, dt, 0.9).expand({4, 1});  // [4, 1], stride 0 down the column
+    Tensor b = seq({4, 3}, dt);
+    Tensor a = seq({3, 4}, dt, 0.2);
+    auto dense = [](const Tensor& t) { return t.contiguous().to_vector<double>(); };
+    const double tol = dt == kFloat32 ? 1e-5 : 1e-12;
+    check_close(matmul(row, b), ref_mm(dense(row), dense(b), 1, 4, 3), tol);
+    check_close(matmul(a, col), ref_mm(dense(a), dense(col), 3, 4, 1), tol);
+    check_close(matmul(row, col), ref_mm(dense(row), dense(col), 1, 4, 1), tol);
+    Tensor batched = seq({2, 1, 1}, dt).expand({2, 1, 4});
+    check_close(matmul(batched, b).select(0, 1),
+                ref_mm(dense(batched.select(0, 1)), dense(b), 1, 4, 3), tol);
+    // linear's x @ w^T with an expanded row of x and an expanded weight
+    check_close(linear(row, a), ref_mm(dense(row), dense(a.t()), 1, 4, 3), tol);
+    Tensor wexp = seq({1, 4}, dt).expand({3, 4});
+    check_close(linear(a, wexp), ref_mm(dense(a), dense(wexp.t()), 3, 4, 3), tol);
+  }
+}
+
 TEST_CASE("matmul errors") {
   check_throws_mentioning<ValueError>([] { matmul(ones({2, 3}), ones({4, 5})); }, "[matmul]");
   check_throws_mentioning<ValueError>([] { matmul(ones({2, 3}), ones({4, 5})); }, "[2, 3]");

@@ -279,6 +279,28 @@ TEST_CASE("conv2d with non-contiguous inputs, single-value params and empty batc
   CHECK(e.shape() == Shape{0, 2, 1, 1});
 }
 
+TEST_CASE("conv2d with an expanded weight (stride 0) against the loop") {
+  // A one-row weight matrix with stride 0 reached BLAS's gemv as a vector with increment 0,
+  // which it refused ("parameter number 8 had an illegal value"), leaving the output zeros.
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = seq({2, 1, 1, 5}, dt, 0.31);
+    Tensor w = full({1, 1, 1, 1}, 0.5, dt).expand({1, 1, 1, 2});
+    Tensor y = conv2d(x, w, {}, {2}, {1, 0}, {1});
+    int64_t oh = 0, ow = 0;
+    auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), {}, 2, 1, 1, 5, 1, 1, 2, 2, 2,
+                        1, 0, 1, 1, 1, oh, ow);
+    CHECK(y.shape() == Shape{2, 1, oh, ow});
+    check_close(y, ref, dt == kFloat32 ? 1e-5 : 1e-12);
+    // every output channel from one expanded filter
+    Tensor w3 = seq({1, 2, 2, 1}, dt, 0.7).expand({3, 2, 2, 3});
+    Tensor x3 = seq({1, 2, 4, 4}, dt, 0.2);
+    Tensor y3 = conv2d(x3, w3);
+    auto ref3 = ref_conv(x3.to_vector<double>(), w3.to_vector<double>(), {}, 1, 2, 4, 4, 3, 2, 3, 1,
+                         1, 0, 0, 1, 1, 1, oh, ow);
+    check_close(y3, ref3, dt == kFloat32 ? 1e-4 : 1e-12);
+  }
+}
+
 TEST_CASE("conv2d errors") {
   check_throws_mentioning<ValueError>(
       [] {

@@ -69,8 +69,17 @@ void with_map(Operand<T> o, F&& f) {
       f(ColMap<T>(o.p, o.rows, o.cols, Eigen::OuterStride<>(o.cs)));
       return;
     case Layout::Strided:
-      // Non-unit strides on both sides (e.g. a slice with a step, or an expanded dim): Eigen
-      // evaluates the map into packed panels itself.
+      if ((o.rs == 0 && o.rows > 1) || (o.cs == 0 && o.cols > 1)) {
+        // An expanded dim (stride 0): a one-row or one-column operand would go to BLAS's gemv
+        // as a vector with increment 0, which it refuses (printing an error, leaving y
+        // unwritten), so it is packed first.
+        const RowMat<T> dense =
+            StridedMap<T>(o.p, o.rows, o.cols, Eigen::Stride<Dynamic, Dynamic>(o.rs, o.cs));
+        f(dense);
+        return;
+      }
+      // Non-unit strides on both sides (e.g. a slice with a step): Eigen evaluates the map into
+      // packed panels itself.
       f(StridedMap<T>(o.p, o.rows, o.cols, Eigen::Stride<Dynamic, Dynamic>(o.rs, o.cs)));
       return;
   }

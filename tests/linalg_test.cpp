@@ -153,8 +153,27 @@ TEST_CASE("matmul dtypes and empty dims") {
   Tensor f = tensor({1.f, 0.f, 0.f, 1.f}, {2, 2});
   Tensor d = tensor<double>({1, 2, 3, 4}, {2, 2});
   CHECK(matmul(f, d).dtype() == kFloat64);
-  CHECK(matmul(i, f).dtype() == kFloat32);
-  CHECK(matmul(i, f).to_vector<float>() == std::vector<float>{1.f, 2.f, 3.f, 4.f});
+  // an integral or bool operand does not mix with a floating one, nor bool with int64, as in
+  // torch ("expected scalar type Long but found Float"); it was promoted to float32
+  Tensor b = tensor<bool>({true, false, false, true}, {2, 2});
+  for (const auto& [x, y] : {std::pair{i, f}, std::pair{f, i}, std::pair{d, b}, std::pair{b, i},
+                             std::pair{i.select(0, 0), d}}) {
+    check_throws_naming_op<TypeError>([&] { matmul(x, y); }, "matmul");
+    check_throws_mentioning<TypeError>([&] { matmul(x, y); }, shape_str(x.shape()));
+  }
+  check_throws_mentioning<TypeError>([&] { matmul(i, f); }, "int64 and float32");
+  check_throws_naming_op<TypeError>([&] { linear(i, f); }, "linear");
+  check_throws_naming_op<TypeError>([&] { linear(f, f, tensor<int64_t>({1, 2})); }, "linear");
+  check_throws_naming_op<TypeError>([&] { linear(i, tensor({1.f, 2.f})); }, "linear");
+  CHECK(linear(f, d, tensor({1.f, 2.f})).dtype() == kFloat64);  // floats still promote
+  // under vmap the error names the per-set shapes (the stacked call would name [3, 2, 2])
+  auto mm = [](Tensor x, Tensor y) { return matmul(x, y); };
+  check_throws_mentioning<TypeError>(
+      [&] {
+        vmap(mm, {.in_dims = {0, std::nullopt}})(ones({3, 2, 2}, kInt64), f);
+      },
+      "per-set shapes [2, 2] and [2, 2]");
+  CHECK_THROWS_AS(vmap([&](Tensor x) { return linear(x, f); })(ones({3, 2, 2}, kInt64)), TypeError);
 
   Tensor z = matmul(zeros({0, 3}), ones({3, 4}));
   CHECK(z.shape() == Shape{0, 4});

@@ -29,6 +29,13 @@ IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim);
 void check_floating(const char* op, const Tensor& x);
 void check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what);
 
+// The GEMM's dtype (matmul, linear): float32 with float64 promotes (td's documented extension),
+// but as in torch an integral or bool operand does not mix with a floating one, nor bool with
+// int64, and bool alone is refused: TypeErrors naming op, the (per-set, `what`) shapes sa and sb
+// and the dtypes. Shared with vmap's matmul rule, whose stacked call would name stacked shapes.
+DType gemm_dtype(const char* op, DType a, DType b, const char* what, const Shape& sa,
+                 const Shape& sb);
+
 // linear's argument checks on (per-set) shapes and its compute dtype: a ValueError or TypeError
 // naming linear, `what` ("shape" or "per-set shape") naming the shapes. Shared with vmap's
 // linear rule, which calls the GEMM kernel itself for stacked weights. b: the bias's, or null.

@@ -6,12 +6,6 @@
 namespace td {
 namespace {
 
-DType gemm_dtype(const char* op, DType a, DType b) {
-  DType t = promote_types(a, b);
-  if (t == DType::Bool) throw_error<TypeError>("[", op, "] not implemented for bool tensors");
-  return t;
-}
-
 [[noreturn]] void mismatch(const Tensor& a, const Tensor& b) {
   throw_error<ValueError>("[matmul] shapes ", a.shape(), " and ", b.shape(),
                           " cannot be multiplied");
@@ -77,13 +71,24 @@ Tensor matmul_nd(const Tensor& a0, const Tensor& b0) {
 
 namespace impl {
 
+DType gemm_dtype(const char* op, DType a, DType b, const char* what, const Shape& sa,
+                 const Shape& sb) {
+  DType t = promote_types(a, b);
+  if (t == DType::Bool) throw_error<TypeError>("[", op, "] not implemented for bool tensors");
+  if (is_floating(a) != is_floating(b) || (a == DType::Bool) != (b == DType::Bool))
+    throw_error<TypeError>("[", op, "] operands of ", what, "s ", sa, " and ", sb, " have dtypes ",
+                           dtype_name(a), " and ", dtype_name(b),
+                           ", which do not mix (as in torch); cast one with to()");
+  return t;
+}
+
 std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
   if (in.size() != 2) throw_error<ValueError>("[matmul] expects 2 inputs, got ", in.size());
   const Tensor &a0 = in[0], &b0 = in[1];
   if (a0.dim() == 0 || b0.dim() == 0)
     throw_error<ValueError>("[matmul] both arguments need at least 1 dim, got shapes ", a0.shape(),
                             " and ", b0.shape());
-  DType t = gemm_dtype("matmul", a0.dtype(), b0.dtype());
+  DType t = gemm_dtype("matmul", a0.dtype(), b0.dtype(), "shape", a0.shape(), b0.shape());
   Tensor a = a0.to(t), b = b0.to(t);
   if (a.dim() == 1 && b.dim() == 1) {
     if (a.size(0) != b.size(0)) mismatch(a0, b0);
@@ -101,8 +106,8 @@ DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, D
   if (b && (b->size() != 1 || (*b)[0] != w[0]))
     throw_error<ValueError>("[linear] bias of ", what, " ", *b, " does not match weight of ",
                             what, " ", w, " (expected [", w[0], "])");
-  DType t = gemm_dtype("linear", xt, wt);
-  return b ? gemm_dtype("linear", t, bt) : t;
+  DType t = gemm_dtype("linear", xt, wt, what, x, w);
+  return b ? gemm_dtype("linear", t, bt, what, w, *b) : t;
 }
 
 // attrs.flag: linear_relu (ReLU applied as the GEMM's output is stored).
@@ -141,6 +146,7 @@ bool vector_weight(const Tensor& x, const Tensor& weight, const Tensor& bias) {
         " and bias of shape ", bias.shape());
   if (!x.defined() || x.dim() == 0 || x.size(-1) != weight.size(0))
     throw_linear_mismatch("shape", x.defined() ? x.shape() : Shape{}, weight.shape());
+  impl::gemm_dtype("linear", x.dtype(), weight.dtype(), "shape", x.shape(), weight.shape());
   return true;
 }
 

@@ -24,6 +24,7 @@ std::vector<Batched> matmul_rule(const RuleContext&, std::span<const Batched> in
   if (sa.back() != sb[rb == 1 ? 0 : rb - 2])
     throw_error<ValueError>("[matmul] per-set shapes ", shape_str(sa), " and ", shape_str(sb),
                             " cannot be multiplied");
+  impl::gemm_dtype("matmul", a.value.dtype(), b.value.dtype(), "per-set shape", sa, sb);
   Tensor ta = move_bdim_to_front(a), tb = move_bdim_to_front(b);
   // vector operands: [K] -> [1, K] (left), [K] -> [K, 1] (right)
   if (ra == 1) ta = ta.unsqueeze(a.bdim ? 1 : 0);

@@ -150,6 +150,16 @@ TEST_CASE("matmul dtypes and empty dims") {
   Tensor ii = matmul(i, i);
   CHECK(ii.dtype() == kInt64);
   CHECK(ii.to_vector<int64_t>() == std::vector<int64_t>{7, 10, 15, 22});
+  // int64 products and sums wrap, as torch's: 2^62 * 2 + 2^62 * 1 = 3 * 2^62 - 2^64 = -2^62
+  // (signed overflow before: undefined behaviour, reported by the sanitizer build)
+  const int64_t q = int64_t{1} << 62;
+  CHECK(matmul(tensor<int64_t>({q, q}, {1, 2}), tensor<int64_t>({2, 1}, {2, 1})).item<int64_t>() ==
+        -q);
+  CHECK(
+      linear(tensor<int64_t>({q, q}, {1, 2}), tensor<int64_t>({2, 1}, {1, 2}), tensor<int64_t>({q}))
+          .item<int64_t>() == 0);  // -2^62 + 2^62
+  CHECK(linear(tensor<int64_t>({q}, {1, 1}), tensor<int64_t>({2}, {1, 1}), tensor<int64_t>({q}))
+            .item<int64_t>() == -q);  // 2^63 wraps to -2^63, + 2^62
   Tensor f = tensor({1.f, 0.f, 0.f, 1.f}, {2, 2});
   Tensor d = tensor<double>({1, 2, 3, 4}, {2, 2});
   CHECK(matmul(f, d).dtype() == kFloat64);

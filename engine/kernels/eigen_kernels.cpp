@@ -182,7 +182,8 @@ void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   });
 }
 
-// Integer matmul (no BLAS for it): a plain strided loop.
+// Integer matmul (no BLAS for it): a plain strided loop, accumulating unsigned so that it wraps
+// as torch's does (signed overflow is undefined behaviour).
 void bmm_int(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t bt = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
   int64_t* po = out.data<int64_t>();
@@ -193,11 +194,11 @@ void bmm_int(const Tensor& a, const Tensor& b, const Tensor& out) {
   for (int64_t i = 0; i < bt; ++i)
     for (int64_t r = 0; r < m; ++r)
       for (int64_t c = 0; c < n; ++c) {
-        int64_t acc = 0;
+        uint64_t acc = 0;
         for (int64_t j = 0; j < k; ++j)
-          acc += pa[i * sa + r * a.stride(1) + j * a.stride(2)] *
-                 pb[i * sb + j * b.stride(1) + c * b.stride(2)];
-        po[(i * m + r) * n + c] = acc;
+          acc += static_cast<uint64_t>(pa[i * sa + r * a.stride(1) + j * a.stride(2)]) *
+                 static_cast<uint64_t>(pb[i * sb + j * b.stride(1) + c * b.stride(2)]);
+        po[(i * m + r) * n + c] = static_cast<int64_t>(acc);
       }
 }
 
@@ -277,7 +278,7 @@ Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) 
         for (int64_t r = 0; r < rows; ++r)
           for (int64_t c = 0; c < cols; ++c) {
             int64_t& v = po[(i * rows + r) * cols + c];
-            if (pb) v += pb[i * sb + c * bs];
+            if (pb) v = static_cast<int64_t>(static_cast<uint64_t>(v) + pb[i * sb + c * bs]);
             if (relu) v = std::max<int64_t>(v, 0);
           }
     }

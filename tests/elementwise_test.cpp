@@ -451,6 +451,23 @@ TEST_CASE("pow of integers to a negative integer scalar raises; to a tensor of t
   CHECK(pow(2, arange(3)).to_vector<int64_t>() == std::vector<int64_t>{1, 2, 4});
 }
 
+TEST_CASE("pow of bool by bool and gelu of integers are TypeErrors, as torch") {
+  // torch: '"pow" not implemented for 'Bool'' (td gave a bool tensor) and '"GeluKernelImpl" not
+  // implemented for 'Long'' (td gave float32)
+  Tensor b = tensor<bool>({true, false});
+  check_throws_naming_op<TypeError>([&] { pow(b, b); }, "pow");
+  check_throws_mentioning<TypeError>([&] { pow(b, tensor<bool>({true})); }, "[2] and [1]");
+  CHECK_THROWS_AS(pow(b, true), TypeError);
+  CHECK_THROWS_AS(pow(false, b), TypeError);
+  // another dtype promotes the bool: true ** 2 = 1, 2 ** [true, false] = [2, 1]
+  CHECK(pow(b, 2).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  CHECK(pow(2, b).to_vector<int64_t>() == std::vector<int64_t>{2, 1});
+  CHECK(pow(b, 0.5).to_vector<float>() == std::vector<float>{1.f, 0.f});
+  check_throws_naming_op<TypeError>([] { gelu(arange(3)); }, "gelu");
+  check_throws_mentioning<TypeError>([] { gelu(tensor<bool>({true}), true); }, "shape [1]");
+  CHECK(gelu(arange(3).to(kFloat64)).dtype() == kFloat64);
+}
+
 TEST_CASE("comparison, bitwise and where operators with scalars") {
   Tensor x = tensor({0.f, 1.f, 2.f}), y = tensor({0.f, 5.f, 2.f});
   using B = std::vector<bool>;

@@ -71,6 +71,12 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
                                ") is not supported; use logical_not to invert a mask, a ^ b "
                                "(bitwise_xor) for two");
       break;
+    case BinaryKind::Pow:
+      // torch has no bool pow (true ** true): an operand of another dtype promotes it
+      if (compute == DType::Bool)
+        throw_error<TypeError>("[pow] is not implemented for bool tensors (shapes ",
+                               shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
+      break;
     case BinaryKind::BitAnd:
     case BinaryKind::BitOr:
     case BinaryKind::BitXor:
@@ -126,6 +132,7 @@ std::vector<Tensor> relu_impl(std::span<const Tensor> in, const OpAttrs&) {
   return same_unary("relu", UnaryKind::Relu, in);
 }
 std::vector<Tensor> gelu_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  check_floating("gelu", only_input("gelu", in));  // no integer promotion: torch refuses them
   return float_unary("gelu", attrs.flag ? UnaryKind::GeluTanh : UnaryKind::Gelu, in);
 }
 std::vector<Tensor> logical_not_impl(std::span<const Tensor> in, const OpAttrs&) {

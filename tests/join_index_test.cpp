@@ -228,6 +228,45 @@ TEST_CASE("index_select and gather on a 0-d input: dim 0 or -1 of size 1, as tor
   CHECK_THROWS_AS(gather(s, 0, full({}, int64_t{1})), IndexError);
 }
 
+TEST_CASE("gather takes a 0-d input or index as 1-D of size 1, as torch") {
+  Tensor s = scalar_tensor(5.0);
+  Tensor x = tensor({3.f, 4.f, 5.f});
+  // torch.gather(tensor(5.), 0, tensor([0, 0, 0])) = [5, 5, 5]; it was a ValueError
+  Tensor g = gather(s, 0, zeros({3}, kInt64));
+  CHECK(g.shape() == Shape{3});
+  CHECK(g.to_vector<float>() == std::vector<float>{5.f, 5.f, 5.f});
+  CHECK(gather(s, -1, zeros({0}, kInt64)).shape() == Shape{0});
+  // torch.gather(tensor([3., 4., 5.]), 0, tensor(2)) = tensor(5.)
+  Tensor g0 = gather(x, 0, full({}, int64_t{2}));
+  CHECK(g0.shape() == Shape{});
+  CHECK(g0.item<float>() == 5.f);
+  CHECK_THROWS_AS(gather(x, 0, full({}, int64_t{3})), IndexError);
+  CHECK_THROWS_AS(gather(s, 0, tensor<int64_t>({0, 1})), IndexError);
+  CHECK_THROWS_AS(gather(s, 1, zeros({2}, kInt64)), IndexError);
+  // more dims than 1 still have to match
+  check_throws_mentioning<ValueError>(
+      [&] {
+        gather(s, 0, zeros({2, 1}, kInt64));
+      },
+      "index of shape [2, 1]");
+  CHECK_THROWS_AS(gather(ones({2, 1}), 0, full({}, int64_t{0})), ValueError);
+  // under vmap, with either side per set or shared
+  auto pick = [](Tensor t, Tensor i) { return gather(t, 0, i); };
+  Tensor xs = tensor({1.f, 2.f});  // two per-set 0-d inputs
+  Tensor v = vmap(pick, {.in_dims = {0, std::nullopt}})(xs, zeros({3}, kInt64));
+  CHECK(v.shape() == Shape{2, 3});
+  CHECK(v.to_vector<float>() == std::vector<float>{1, 1, 1, 2, 2, 2});
+  Tensor rows = tensor({3.f, 4.f, 5.f, 6.f, 7.f, 8.f}, {2, 3});
+  Tensor w = vmap(pick)(rows, tensor<int64_t>({2, 0}));  // per-set 0-d index
+  CHECK(w.shape() == Shape{2});
+  CHECK(w.to_vector<float>() == std::vector<float>{5.f, 6.f});
+  check_throws_mentioning<ValueError>(
+      [&] {
+        vmap(pick)(xs, zeros({2, 2, 1}, kInt64));
+      },
+      "per-set shape [2, 1]");
+}
+
 TEST_CASE("gather") {
   // PyTorch docs: gather([[1, 2], [3, 4]], 1, [[0, 0], [1, 0]]) = [[1, 1], [4, 3]]
   Tensor t = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});

@@ -1,4 +1,5 @@
 // Indexing by integer tensors: index_select picks slices along a dim, gather picks elements.
+#include <algorithm>
 #include <cstring>
 
 #include "engine/ops.h"
@@ -70,9 +71,17 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
   const Tensor& index = in[1];
   check_index_dtype("gather", index);
-  if (index.dim() != x.dim())
+  // as torch, a 0-d input or index counts as 1-D of size 1: gather(5, 0, [0, 0]) is [5, 5]
+  if (std::max<int64_t>(index.dim(), 1) != std::max<int64_t>(x.dim(), 1))
     throw_error<ValueError>("[gather] index of shape ", index.shape(),
                             " must have as many dims as input of shape ", x.shape());
+  if (x.dim() != index.dim()) {
+    normalize_dim("gather", a.dim, 1);
+    const Tensor flat[] = {x.reshape({x.numel()}), index.reshape({index.numel()})};
+    OpAttrs a1 = a;
+    a1.dim = 0;
+    return {gather_impl(flat, a1)[0].reshape(index.shape())};
+  }
   const int64_t nd = x.dim();
   const int64_t dim = normalize_dim("gather", a.dim, std::max<int64_t>(nd, 1));  // 0-d: 0 or -1
   for (int64_t d = 0; d < nd; ++d)

@@ -1,4 +1,6 @@
 // index_select and gather.
+#include <algorithm>
+
 #include "engine/ops.h"
 #include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
@@ -51,14 +53,22 @@ std::vector<Batched> index_select_rule(const RuleContext& ctx, std::span<const B
   return one(out, 0);
 }
 
-// gather(x, index) dim: B*, B* -> B* (an unbatched side is expanded with stride 0)
+// gather(x, index) dim: B*, B* -> B* (an unbatched side is expanded with stride 0); a per-set
+// 0-d side counts as 1-D of size 1, as unbatched: B, BK -> B1, BK -> BK
 std::vector<Batched> gather_rule(const RuleContext& ctx, std::span<const Batched> in,
                                  const OpAttrs& attrs) {
-  int64_t r = logical_rank(in[0]);
+  int64_t r = logical_rank(in[0]), ri = logical_rank(in[1]);
   int64_t d = wrap_dim("gather", attrs.dim, r);
+  if (std::max<int64_t>(r, 1) != std::max<int64_t>(ri, 1))
+    throw_error<ValueError>("[gather] index of per-set shape ", shape_str(per_set_shape(in[1])),
+                            " must have as many dims as input of per-set shape ",
+                            shape_str(per_set_shape(in[0])));
   Tensor xf = ensure_has_bdim(in[0], ctx.batch_size);
   Tensor idx = ensure_has_bdim(in[1], ctx.batch_size);
-  if (r == 0) return one(gather(xf.unsqueeze(1), 1, idx.unsqueeze(1)).select(1, 0), 0);
+  if (r == 0 || ri == 0) {
+    Tensor y = gather(r == 0 ? xf.unsqueeze(1) : xf, 1, ri == 0 ? idx.unsqueeze(1) : idx);
+    return one(ri == 0 ? y.select(1, 0) : y, 0);
+  }
   return one(gather(xf, d + 1, idx), 0);
 }
 

@@ -148,6 +148,23 @@ TEST_CASE("in-place errors") {
   CHECK(i.to_vector<int64_t>() == std::vector<int64_t>(3, 0));
 }
 
+TEST_CASE("in-place ops into an empty expanded view are no-ops, as torch") {
+  // [3, 0] expanded from [1, 0] has stride 0 on a dim of size 3 but no element to share: torch
+  // writes nothing; td raised "several elements share one memory location"
+  Tensor base = zeros({1, 0});
+  Tensor ex = base.expand({3, 0});
+  CHECK(add_(ex, ones({3, 0})).shape() == Shape{3, 0});
+  CHECK(mul_(ex, 2.0).shape() == Shape{3, 0});
+  CHECK(copy_(ex, ones({0})).shape() == Shape{3, 0});
+  CHECK(fill_(ex, 1.0).shape() == Shape{3, 0});
+  Tensor v = zeros({2, 2}).narrow(1, 2, 0).unsqueeze(0).expand({4, 2, 0});
+  CHECK(sub_(v, ones({2, 0})).shape() == Shape{4, 2, 0});
+  CHECK(div_(v, 3).shape() == Shape{4, 2, 0});
+  // an empty view still checks the operand's shape and the cast
+  CHECK_THROWS_AS(add_(ex, ones({2, 0})), ValueError);
+  CHECK_THROWS_AS(add_(zeros({0}, kInt64).expand({0}), ones({0})), TypeError);
+}
+
 TEST_CASE("allclose and equal") {
   Tensor a = tensor({1.f, 2.f, 100.f});
   CHECK(allclose(a, a));

@@ -17,7 +17,9 @@ bool can_cast(DType from, DType to) {
 }
 
 // The written tensor must be writable element by element: no dim of size > 1 with stride 0.
+// An empty one has no element to share (torch takes it, as a contiguous one).
 void check_writable(const char* op, const Tensor& self) {
+  if (self.numel() == 0) return;
   for (int64_t d = 0; d < self.dim(); ++d)
     if (self.shape()[d] > 1 && self.strides()[d] == 0)
       throw_error<RuntimeError>("[", op, "] ", impl::kExpandedWrite, " of shape ", self.shape(),

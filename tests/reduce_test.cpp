@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -297,6 +298,25 @@ TEST_CASE("amax amin argmax argmin") {
   CHECK(amax(m, {0, 1}).item<float>() == 9.f);
   CHECK(amax(tensor<int64_t>({3, -7})).item<int64_t>() == 3);
   CHECK(amin(tensor<int64_t>({3, -7})).dtype() == kInt64);
+}
+
+TEST_CASE("argmax and argmin refuse bool tensors, max and min with a dim take them, as torch") {
+  // torch: '"argmax_cpu" not implemented for 'Bool''; td gave indices
+  Tensor b = tensor<bool>({false, true, true, false, false, true}, {2, 3});
+  check_throws_naming_op<TypeError>([&] { argmax(b); }, "argmax");
+  check_throws_mentioning<TypeError>([&] { argmin(b, 1); }, "shape [2, 3]");
+  CHECK_THROWS_AS(b.argmax(0, true), TypeError);
+  CHECK_THROWS_AS(vmap([](Tensor t) { return argmax(t); })(b), TypeError);
+  // torch.max(b, 1) = ([true, true], [1, 2]); torch.min(b, 0) = ([false, false, true], [0, 1, 0])
+  // (the first extreme of each column)
+  auto [mv, mi] = max(b, 1);
+  CHECK(mv.dtype() == kBool);
+  CHECK(mv.to_vector<bool>() == std::vector<bool>{true, true});
+  CHECK(mi.to_vector<int64_t>() == std::vector<int64_t>{1, 2});
+  auto [nv, ni] = min(b, 0, true);
+  CHECK(nv.shape() == Shape{1, 3});
+  CHECK(nv.to_vector<bool>() == std::vector<bool>{false, false, true});
+  CHECK(ni.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 0});
 }
 
 TEST_CASE("empty reductions and dim errors") {

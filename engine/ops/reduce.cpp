@@ -47,6 +47,10 @@ std::vector<Tensor> run_reduce(const char* op, ReduceKind kind, std::span<const 
   if (needs_float && !is_floating(x.dtype()))
     throw_error<TypeError>("[", op, "] input of shape ", shape_str(x.shape()), " and dtype ",
                            dtype_name(x.dtype()), " needs a floating dtype");
+  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+  if (arg && x.dtype() == DType::Bool)  // as torch ("argmax_cpu" not implemented for 'Bool')
+    throw_error<TypeError>("[", op, "] is not implemented for bool tensors (shape ",
+                           shape_str(x.shape()), "); max or min with a dim gives the indices");
   const bool needs_elements = kind == ReduceKind::Amax || kind == ReduceKind::Amin ||
                               kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
   if (needs_elements) {
@@ -147,11 +151,14 @@ Tensor min(const Tensor& x) {
                             "): give the dim to reduce");
   return amin(x);
 }
+// torch.max(x, dim) takes bool tensors, whose argmax does not: their indices come from int64.
 std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
-  return {amax(x, IntList{dim}, keepdim), argmax(x, dim, keepdim)};
+  const Tensor xi = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
+  return {amax(x, IntList{dim}, keepdim), argmax(xi, dim, keepdim)};
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  return {amin(x, IntList{dim}, keepdim), argmin(x, dim, keepdim)};
+  const Tensor xi = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
+  return {amin(x, IntList{dim}, keepdim), argmin(xi, dim, keepdim)};
 }
 Tensor max(const Tensor& a, const Tensor& b) { return maximum(a, b); }
 Tensor min(const Tensor& a, const Tensor& b) { return minimum(a, b); }

@@ -253,6 +253,25 @@ TEST_CASE("vmap: in-place semantics") {
   CHECK(has(m, "per-set shape [3]"));
   CHECK(has(m, "unbatched"));
   CHECK(at(dst, {0}) == 0.0);
+  // an operand with more dims than self is refused as in a call per set (copy_ of a [1, 3] into
+  // a [3] raises); against the physical [2, 3] it broadcast over the sets and was taken
+  CHECK_THROWS_AS(copy_(zeros({3}), ones({1, 3})), ValueError);
+  Tensor buf3 = zeros({2, 3});
+  auto wide = [](Tensor b, Tensor t) {
+    add_(b, t);
+    return b;
+  };
+  for (const Tensor& o : {ones({1, 3}), ones({1, 1, 3})}) {
+    check_throws_mentioning<ValueError>(
+        [&] {
+          vmap(wide, {.in_dims = {0, std::nullopt}})(buf3, o);
+        },
+        "[add_] operand of per-set shape " + shape_str(o.shape()));
+    CHECK_THROWS_AS(vmap(wide)(buf3, ones({2, 1, 3})), ValueError);
+  }
+  CHECK(buf3.to_vector<float>() == std::vector<float>(6, 0.f));  // nothing written
+  vmap(wide, {.in_dims = {0, std::nullopt}})(buf3, ones({1}));   // a smaller one still broadcasts
+  CHECK(buf3.to_vector<float>() == std::vector<float>(6, 1.f));
 }
 
 TEST_CASE("vmap: like-factories of a batched tensor are batched, as in PyTorch") {

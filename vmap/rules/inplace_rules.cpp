@@ -9,8 +9,6 @@ namespace {
 // Lays `other` out to broadcast against self's physical layout: per-set dims right-aligned,
 // the batch dim (or a unit dim) at self's bdim.
 Tensor align_to_self(const Batched& other, int64_t self_rank, int64_t self_bdim) {
-  int64_t r = logical_rank(other);
-  if (r > self_rank) return other.value;       // let the op report the shape error
   Tensor t = front_and_pad(other, self_rank);  // [B, *self-rank] or [1.., *]
   if (!other.bdim) {
     t = pad_to_logical_rank(t, false, self_rank);
@@ -33,8 +31,17 @@ std::vector<Batched> inplace_rule(const RuleContext& ctx, std::span<const Batche
         "zeros_like(x) or x.clone() for a batched x) or pass it batched");
   }
   std::vector<Tensor> args{self.value};
-  for (size_t i = 1; i < in.size(); ++i)
+  const Shape ss = per_set_shape(self);
+  for (size_t i = 1; i < in.size(); ++i) {
+    // checked per set, as a call per set would: against the physical layout an operand with
+    // more dims than self ([1, 4] into a per-set [4]) broadcast over the batch dim instead
+    const Shape os = per_set_shape(in[i]);
+    if (broadcast_shapes(name, ss, os) != ss)
+      throw_error<ValueError>("[", name, "] operand of per-set shape ", shape_str(os),
+                              " does not broadcast to the per-set shape ", shape_str(ss),
+                              " of the tensor written in place");
     args.push_back(align_to_self(in[i], logical_rank(self), *self.bdim));
+  }
   call_op(ctx.op, args, attrs);
   return one(self.value, self.bdim);
 }

@@ -358,6 +358,28 @@ TEST_CASE("vmap: batch_norm running statistics") {
       CHECK(allclose(rv.select(1, i), v1, 1e-6, 1e-7));
     }
   }
+  SUBCASE("a shared running stat beside a stacked one, with a shared input, is updated once") {
+    // every set computes the same update of the shared running_mean (the input is shared): it
+    // was computed into a temporary and dropped, leaving running_mean as it was
+    Tensor x0 = x.select(0, 0).clone();  // [8, 4], shared
+    Tensor rm = full({4}, 0.5), rv = ones({b, 4});
+    Tensor y = vmap([&](Tensor v) { return batch_norm(x0, rm, v, {}, {}, true, 0.1); })(rv);
+    CHECK(y.shape() == Shape{b, 8, 4});
+    auto xv = x0.to_vector<float>();
+    for (int64_t ch = 0; ch < 4; ++ch) {
+      double s = 0;
+      for (int n = 0; n < 8; ++n) s += xv[n * 4 + ch];
+      CHECK(at(rm, {ch}) == doctest::Approx(0.9 * 0.5 + 0.1 * s / 8).epsilon(1e-5));
+    }
+    Tensor m1 = full({4}, 0.5), v1 = ones({4});
+    batch_norm(x0, m1, v1, {}, {}, true, 0.1);
+    CHECK(allclose(rm, m1, 1e-6, 1e-7));
+    for (int64_t i = 0; i < b; ++i) CHECK(allclose(rv.select(0, i), v1, 1e-6, 1e-7));
+    // and the other way round: shared running_var, stacked running_mean
+    Tensor rm2 = zeros({b, 4}), rv2 = ones({4});
+    vmap([&](Tensor m) { return batch_norm(x0, m, rv2, {}, {}, true, 0.1); })(rm2);
+    CHECK(allclose(rv2, v1, 1e-6, 1e-7));
+  }
 }
 
 TEST_CASE("vmap: data access on a batched tensor raises") {

@@ -97,6 +97,10 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   Tensor w2 = flat(w, nullptr), b2 = flat(b, nullptr);
   Tensor y = batch_norm(x2, rm2, rv2, w2, b2, training, attrs.alpha, attrs.beta);
   if (training) {
+    // An unbatched stat beside a batched one: x is unbatched too (checked above), so every set
+    // computed the same update into the temporary; it is written once, as a call per set does.
+    if (rm.value.defined() && !rm.bdim) copy_(rm.value, rm2.view({bsz, c}).select(0, 0));
+    if (rv.value.defined() && !rv.bdim) copy_(rv.value, rv2.view({bsz, c}).select(0, 0));
     // stats computed into temporaries: write each set's slice back
     if (rm.bdim && !rm_view) {
       Tensor dst = move_bdim_to_front(rm);

@@ -468,6 +468,32 @@ TEST_CASE("pow of bool by bool and gelu of integers are TypeErrors, as torch") {
   CHECK(gelu(arange(3).to(kFloat64)).dtype() == kFloat64);
 }
 
+TEST_CASE("a float scalar beyond float32 is cast in arithmetic, refused by where") {
+  // torch: float32 + 1e300 is inf (the wrapped number is cast); td raised full's overflow error
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor f = tensor({1.f, -2.f});
+  Tensor i = tensor<int64_t>({1, 2});
+  CHECK(fv(f + 1e300) == std::vector<float>{inf, inf});
+  CHECK(fv(f * -1e39) == std::vector<float>{-inf, inf});
+  CHECK(fv(i + 1e300) == std::vector<float>{inf, inf});  // int64 + float scalar: float32
+  CHECK(fv(1e300 - f) == std::vector<float>{inf, inf});
+  CHECK((f < 1e300).to_vector<bool>() == std::vector<bool>{true, true});
+  Tensor g = f.clone();
+  g.add_(1e300);
+  CHECK(fv(g) == std::vector<float>{inf, inf});
+  CHECK((tensor<double>({1.0}) + 1e300).item<double>() == 1e300);  // float64 holds it
+  // where checks the value against the result dtype, as torch does
+  Tensor c = tensor<bool>({true, false});
+  check_throws_naming_op<RuntimeError>([&] { where(c, f, 1e300); }, "where");
+  CHECK_THROWS_AS(where(c, -1e39, f), RuntimeError);
+  CHECK(where(c, tensor<double>({1.0, 2.0}), 1e300).to_vector<double>() ==
+        std::vector<double>{1.0, 1e300});
+  // where of two int64 scalars is exact (through a double, 2^53 + 1 came back as 2^53)
+  const int64_t odd = (int64_t{1} << 53) + 1;
+  CHECK(where(c, odd, int64_t{-3}).to_vector<int64_t>() == std::vector<int64_t>{odd, -3});
+  CHECK(where(c, odd, true).to_vector<int64_t>() == std::vector<int64_t>{odd, 1});
+}
+
 TEST_CASE("comparison, bitwise and where operators with scalars") {
   Tensor x = tensor({0.f, 1.f, 2.f}), y = tensor({0.f, 5.f, 2.f});
   using B = std::vector<bool>;

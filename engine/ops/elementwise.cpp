@@ -327,15 +327,25 @@ Tensor logical_or(const Tensor& a, const Tensor& b) {
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return call_op1(OpId::where, {cond, tier_cast(a, b), tier_cast(b, a)}, {});
 }
+// where's scalar must fit the result dtype (torch: "value cannot be converted to type float
+// without overflow"), unlike an arithmetic operand, which is cast.
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b) {
-  return where(cond, a, wrap_scalar(b, a));
+  Tensor bt = wrap_scalar(b, a);
+  impl::check_scalar_fits("where", b, bt.dtype());
+  return where(cond, a, bt);
 }
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b) {
-  return where(cond, wrap_scalar(a, b), b);
+  Tensor at = wrap_scalar(a, b);
+  impl::check_scalar_fits("where", a, at.dtype());
+  return where(cond, at, b);
 }
 Tensor where(const Tensor& cond, Scalar a, Scalar b) {
   const DType t = result_type({}, {a, b});
-  return where(cond, scalar_tensor(a.to_double(), t), scalar_tensor(b.to_double(), t));
+  // int64 values are written exactly (through a double, 2^53 + 1 came back as 2^53)
+  auto wrap = [t](Scalar v) {
+    return t == DType::Int64 ? wrap_scalar(v.to_int(), Tensor()) : scalar_tensor(v.to_double(), t);
+  };
+  return where(cond, wrap(a), wrap(b));
 }
 
 Tensor bitwise_and(const Tensor& a, const Tensor& b) {

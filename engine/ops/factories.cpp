@@ -161,12 +161,21 @@ Tensor wrap_scalar(Scalar value, const Tensor& like) {
   const DType t = !like.defined()   ? value.dtype()
                   : value.is_bool() ? like.dtype()  // bool is the lowest category
                                     : promote_with_scalar(like.dtype(), value.is_floating_point());
+  Tensor s = Tensor::empty({}, t);
   if (t == DType::Int64 && !value.is_floating_point()) {
-    Tensor s = Tensor::empty({}, DType::Int64);  // exact beyond 2^53
-    *s.data<int64_t>() = value.to_int();
+    *s.data<int64_t>() = value.to_int();  // exact beyond 2^53
     return s;
   }
-  return scalar_tensor(value.to_double(), t);
+  // A wrapped number is cast without full's range check, as torch's: float32 + 1e300 is inf.
+  const double v = value.to_double();
+  visit_dtype(t, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_floating_point_v<T>)
+      *s.data<T>() = fits<T>(v) ? static_cast<T>(v) : static_cast<T>(std::copysign(HUGE_VAL, v));
+    else
+      *s.data<T>() = static_cast<T>(v);  // bool (an integral t takes integral values only)
+  });
+  return s;
 }
 
 }  // namespace td

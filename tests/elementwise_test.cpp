@@ -468,7 +468,7 @@ TEST_CASE("pow of bool by bool and gelu of integers are TypeErrors, as torch") {
   CHECK(gelu(arange(3).to(kFloat64)).dtype() == kFloat64);
 }
 
-TEST_CASE("a float scalar beyond float32 is cast in arithmetic, refused by where") {
+TEST_CASE("a float scalar beyond float32 is cast in arithmetic, refused by where and clamp") {
   // torch: float32 + 1e300 is inf (the wrapped number is cast); td raised full's overflow error
   const float inf = std::numeric_limits<float>::infinity();
   Tensor f = tensor({1.f, -2.f});
@@ -482,12 +482,17 @@ TEST_CASE("a float scalar beyond float32 is cast in arithmetic, refused by where
   g.add_(1e300);
   CHECK(fv(g) == std::vector<float>{inf, inf});
   CHECK((tensor<double>({1.0}) + 1e300).item<double>() == 1e300);  // float64 holds it
-  // where checks the value against the result dtype, as torch does
+  // where and clamp check the value against the result dtype, as torch does
   Tensor c = tensor<bool>({true, false});
   check_throws_naming_op<RuntimeError>([&] { where(c, f, 1e300); }, "where");
   CHECK_THROWS_AS(where(c, -1e39, f), RuntimeError);
   CHECK(where(c, tensor<double>({1.0, 2.0}), 1e300).to_vector<double>() ==
         std::vector<double>{1.0, 1e300});
+  check_throws_naming_op<RuntimeError>([&] { clamp(f, 1e300, std::nullopt); }, "clamp");
+  CHECK_THROWS_AS(clamp(f, std::nullopt, -1e39), RuntimeError);
+  CHECK_THROWS_AS(clamp(i, 3.5e38, std::nullopt), RuntimeError);  // the result is float32
+  CHECK(clamp(tensor<double>({1.0}), 1e300, std::nullopt).item<double>() == 1e300);
+  CHECK(fv(clamp(f, -inf, 0.0)) == std::vector<float>{0.f, -2.f});  // infinities fit
   // where of two int64 scalars is exact (through a double, 2^53 + 1 came back as 2^53)
   const int64_t odd = (int64_t{1} << 53) + 1;
   CHECK(where(c, odd, int64_t{-3}).to_vector<int64_t>() == std::vector<int64_t>{odd, -3});

@@ -150,6 +150,9 @@ std::vector<Tensor> clamp_impl(std::span<const Tensor> in, const OpAttrs& attrs)
     throw_error<ValueError>("[clamp] at least one of min and max must be given");
   // flag: a bound was given as a floating scalar (set by clamp()).
   DType out = promote_with_scalar(x.dtype(), attrs.flag);
+  // a bound must fit the result dtype, as torch checks (no silent inf bound for float32)
+  if (attrs.has_min) check_scalar_fits("clamp", attrs.value, out);
+  if (attrs.has_max) check_scalar_fits("clamp", attrs.value2, out);
   Tensor xc = out == x.dtype() ? x : x.to(out);
   return {kernels::clamp(xc, attrs.value, attrs.value2, attrs.has_min, attrs.has_max)};
 }

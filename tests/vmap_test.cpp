@@ -379,6 +379,16 @@ TEST_CASE("vmap: batch_norm running statistics") {
     Tensor rm2 = zeros({b, 4}), rv2 = ones({4});
     vmap([&](Tensor m) { return batch_norm(x0, m, rv2, {}, {}, true, 0.1); })(rm2);
     CHECK(allclose(rv2, v1, 1e-6, 1e-7));
+    // nested, with one channel: the shared stat's temporary must be writable at the outer level
+    Tensor x1 = x0.narrow(1, 0, 1).clone();  // [8, 1]
+    Tensor rm3 = full({1}, 0.5), rv3 = ones({2, b, 1});
+    vmap(vmap([&](Tensor v) { return batch_norm(x1, rm3, v, {}, {}, true, 0.1); }))(rv3);
+    Tensor m3 = full({1}, 0.5), v3 = ones({1});
+    batch_norm(x1, m3, v3, {}, {}, true, 0.1);
+    CHECK(allclose(rm3, m3, 1e-6, 1e-7));
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < b; ++j)
+        CHECK(allclose(rv3.select(0, i).select(0, j), v3, 1e-6, 1e-7));
   }
 }
 

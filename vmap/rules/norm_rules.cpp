@@ -79,7 +79,9 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   // [B, C] (or shared [C]) -> [B*C]; `view_ok` tells whether it shares the storage
   auto flat = [&](const Batched& p, bool* view_ok) -> Tensor {
     if (!p.value.defined()) return {};
-    if (!p.bdim) return p.value.unsqueeze(0).expand({bsz, c}).reshape({bsz * c});
+    // a writable copy: training writes the stats into it (with c == 1 the reshape of the
+    // expanded [B, 1] would be a stride-0 view, refused by the write-back of a nested level)
+    if (!p.bdim) return p.value.unsqueeze(0).expand({bsz, c}).reshape({bsz * c}).contiguous();
     Tensor f = move_bdim_to_front(p);
     if (view_ok && f.is_contiguous()) {
       try {

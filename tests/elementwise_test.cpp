@@ -451,6 +451,39 @@ TEST_CASE("pow of integers to a negative integer scalar raises; to a tensor of t
   CHECK(pow(2, arange(3)).to_vector<int64_t>() == std::vector<int64_t>{1, 2, 4});
 }
 
+TEST_CASE("pow by a scalar 0.5, -0.5, -1, 2, 3 or -2 is computed as torch's fast paths") {
+  // torch.pow(x, e) values for x = [-inf, -0.0, 4, 1e20, -2, nan], checked in PyTorch 1.13;
+  // std::pow differs at -inf (0.5: inf), -0 (0.5: +0, -0.5: +inf) and 1e20f ** -2 (1e-40)
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  Tensor x = tensor({-inf, -0.f, 4.f, 1e20f, -2.f, nan});
+  auto same = [](const Tensor& t, std::vector<float> want) {
+    std::vector<float> got = t.to_vector<float>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      if (std::isnan(want[i])) {
+        CHECK(std::isnan(got[i]));
+      } else {
+        // exact for infinities and zeros (Approx takes no infinity), else within 1e-6
+        CHECK((got[i] == want[i] || std::abs(got[i] - want[i]) <= 1e-6f * std::abs(want[i])));
+        CHECK(std::signbit(got[i]) == std::signbit(want[i]));
+      }
+    }
+  };
+  same(pow(x, 0.5), {nan, -0.f, 2.f, 1e10f, nan, nan});
+  same(pow(x, -0.5), {nan, -inf, 0.5f, 1e-10f, nan, nan});
+  same(pow(x, -1), {-0.f, -inf, 0.25f, 1e-20f, -0.5f, nan});
+  same(pow(x, 2), {inf, 0.f, 16.f, inf, 4.f, nan});
+  same(pow(x, 3.0), {-inf, -0.f, 64.f, inf, -8.f, nan});
+  same(pow(x, -2), {0.f, inf, 0.0625f, 0.f, 0.25f, nan});
+  CHECK(pow(x, 0.5).dtype() == kFloat32);
+  // an integral base with a float exponent: float32, same path; an int64 square stays int64
+  CHECK(pow(tensor<int64_t>({4, 9}), 0.5).to_vector<float>() == std::vector<float>{2.f, 3.f});
+  CHECK(pow(tensor<int64_t>({4, 9}), 2).to_vector<int64_t>() == std::vector<int64_t>{16, 81});
+  // a tensor exponent is std::pow, as torch's: pow(-inf, tensor(0.5)) is inf
+  CHECK(pow(tensor({-inf}), scalar_tensor(0.5)).item<float>() == inf);
+}
+
 TEST_CASE("pow of bool by bool and gelu of integers are TypeErrors, as torch") {
   // torch: '"pow" not implemented for 'Bool'' (td gave a bool tensor) and '"GeluKernelImpl" not
   // implemented for 'Long'' (td gave float32)

@@ -317,6 +317,19 @@ Tensor pow(const Tensor& a, Scalar b) {
     throw_error<RuntimeError>("[pow] Integers to negative integer powers are not allowed (base ",
                               dtype_name(a.dtype()), " of shape ", a.shape(), ", exponent ",
                               b.to_int(), ")");
+  // torch computes these scalar exponents of a floating result as sqrt, rsqrt, reciprocal and
+  // products, not std::pow: pow(-inf, 0.5) is NaN, pow(-0.0, -0.5) -inf, pow(1e20f, -2) 0
+  const DType rt = result_type({a}, {b});
+  if (is_floating(rt) && !b.is_bool()) {
+    const double e = b.to_double();
+    const Tensor x = a.to(rt);
+    if (e == 0.5) return sqrt(x);
+    if (e == -0.5) return rsqrt(x);
+    if (e == -1) return reciprocal(x);
+    if (e == 2) return mul(x, x);
+    if (e == 3) return mul(mul(x, x), x);
+    if (e == -2) return reciprocal(mul(x, x));
+  }
   return pow(a, wrap_scalar(b, a));
 }
 Tensor pow(Scalar a, const Tensor& b) { return pow(wrap_scalar(a, b), b); }

@@ -23,6 +23,7 @@
   X(maximum, Binary) X(minimum, Binary) X(eq, Binary) X(ne, Binary) X(lt, Binary)       \
   X(le, Binary) X(gt, Binary) X(ge, Binary) X(logical_and, Binary) X(logical_or, Binary) \
   X(bitwise_and, Binary) X(bitwise_or, Binary) X(bitwise_xor, Binary)                 \
+  X(remainder, Binary) X(fmod, Binary)                                                 \
   X(where, Ternary)                                                                    \
   /* Reduce: dims (empty = all), keepdim, flag = unbiased (var, std) */                \
   X(sum, Reduce) X(mean, Reduce) X(var, Reduce) X(std, Reduce) X(amax, Reduce)          \

@@ -75,6 +75,10 @@ Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give f
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
+// a - b * floor(a / b) with the sign of b, as Python's % (remainder, operator%), or with the sign
+// of a, as C's fmod; an integer divisor holding 0 is a RuntimeError (torch's ZeroDivisionError)
+Tensor remainder(const Tensor& a, const Tensor& b);
+Tensor fmod(const Tensor& a, const Tensor& b);
 Tensor eq(const Tensor& a, const Tensor& b);
 Tensor ne(const Tensor& a, const Tensor& b);
 Tensor lt(const Tensor& a, const Tensor& b);
@@ -111,6 +115,8 @@ Tensor pow(const Tensor& a, Scalar b);
 Tensor pow(Scalar a, const Tensor& b);
 Tensor maximum(const Tensor& a, Scalar b);
 Tensor minimum(const Tensor& a, Scalar b);
+Tensor remainder(const Tensor& a, Scalar b);
+Tensor fmod(const Tensor& a, Scalar b);
 Tensor eq(const Tensor& a, Scalar b);
 Tensor ne(const Tensor& a, Scalar b);
 Tensor lt(const Tensor& a, Scalar b);
@@ -136,6 +142,9 @@ Tensor operator+(Scalar a, const Tensor& b);
 Tensor operator-(Scalar a, const Tensor& b);
 Tensor operator*(Scalar a, const Tensor& b);
 Tensor operator/(Scalar a, const Tensor& b);
+Tensor operator%(const Tensor& a, const Tensor& b);
+Tensor operator%(const Tensor& a, Scalar b);
+Tensor operator%(Scalar a, const Tensor& b);
 Tensor operator<(const Tensor& a, const Tensor& b);
 Tensor operator<=(const Tensor& a, const Tensor& b);
 Tensor operator>(const Tensor& a, const Tensor& b);

@@ -617,3 +617,40 @@ TEST_CASE("isnan, isinf and isfinite, for every dtype and under vmap") {
   CHECK(vmap(isfinite)(sets).to_vector<bool>() ==
         std::vector<bool>{true, false, false, true, false, false});
 }
+
+TEST_CASE("remainder (%) takes the divisor's sign, fmod the dividend's, as torch") {
+  Tensor a = tensor<int64_t>({5, -5, 5, -5, 6, INT64_MIN}),
+         b = tensor<int64_t>({3, 3, -3, -3, 3, -1});
+  CHECK(remainder(a, b).dtype() == kInt64);
+  CHECK(remainder(a, b).to_vector<int64_t>() == std::vector<int64_t>{2, 1, -1, -2, 0, 0});
+  CHECK(fmod(a, b).to_vector<int64_t>() == std::vector<int64_t>{2, -2, 2, -2, 0, 0});
+  CHECK((a % b).to_vector<int64_t>() == remainder(a, b).to_vector<int64_t>());
+  Tensor x = tensor({-1.5f, 1.5f, -1.5f, 7.0f, 2.0f});
+  Tensor y = tensor({1.0f, -1.0f, -1.0f, 0.0f, 0.5f});
+  auto r = remainder(x, y).to_vector<float>(), f = fmod(x, y).to_vector<float>();
+  CHECK(r[0] == 0.5f);
+  CHECK(r[1] == -0.5f);
+  CHECK(r[2] == -0.5f);
+  CHECK(std::isnan(r[3]));  // a float divisor of 0 gives NaN, no error
+  CHECK(r[4] == 0.0f);
+  CHECK(f[0] == -0.5f);
+  CHECK(f[1] == 0.5f);
+  CHECK(f[2] == -0.5f);
+  CHECK(std::isnan(f[3]));
+  // scalars: an int tensor with a float scalar computes in float32, as torch
+  CHECK((arange(5) % 2).to_vector<int64_t>() == std::vector<int64_t>{0, 1, 0, 1, 0});
+  CHECK((arange(3) % 2.5).dtype() == kFloat32);
+  CHECK((7 % tensor<int64_t>({-2, 4})).to_vector<int64_t>() == std::vector<int64_t>{-1, 3});
+  check_throws_mentioning<RuntimeError>(
+      [&] {
+        remainder(a, tensor<int64_t>({1, 0, 1, 1, 1, 1}));
+      },
+      "[remainder] ZeroDivisionError");
+  check_throws_mentioning<RuntimeError>([&] { fmod(arange(3), 0); }, "[fmod]");
+  check_throws_mentioning<TypeError>([] { remainder(tensor<bool>({true}), tensor<bool>({true})); },
+                                     "[remainder]");
+  // under vmap, with the divisor per set
+  Tensor m = vmap([](Tensor p, Tensor q) { return p % q; })(tensor<int64_t>({7, -7, 7, -7}, {2, 2}),
+                                                            tensor<int64_t>({2, -3}));
+  CHECK(m.to_vector<int64_t>() == std::vector<int64_t>{1, 1, -2, -1});
+}

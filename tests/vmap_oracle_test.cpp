@@ -142,7 +142,9 @@ std::vector<Case> make_cases() {
                                                                    {OpId::mul, "mul"},
                                                                    {OpId::div, "div"},
                                                                    {OpId::maximum, "maximum"},
-                                                                   {OpId::minimum, "minimum"}}) {
+                                                                   {OpId::minimum, "minimum"},
+                                                                   {OpId::remainder, "remainder"},
+                                                                   {OpId::fmod, "fmod"}}) {
     OpId o = op;
     add_case(op, name, two({2, 3}, {3}), [o](const Tensors& x) {
       return call_op1(o, {x[0], x[1]}, no_attrs());

@@ -43,8 +43,30 @@ Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype);
 Tensor clamp(const Tensor& x, Scalar lo, Scalar hi, bool has_lo, bool has_hi);
 
 // Bit*: bool and int64 only
-enum class BinaryKind { Add, Sub, Mul, Div, Pow, Maximum, Minimum, Eq, Ne, Lt, Le, Gt, Ge,
-                        LogicalAnd, LogicalOr, BitAnd, BitOr, BitXor };
+// Remainder: the divisor's sign (Python's %); Fmod: the dividend's (C's fmod). Integer divisors
+// are checked for 0 by the op.
+enum class BinaryKind {
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Maximum,
+  Minimum,
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,
+  LogicalAnd,
+  LogicalOr,
+  BitAnd,
+  BitOr,
+  BitXor,
+  Remainder,
+  Fmod
+};
 // Comparisons and logical ops: their result is bool.
 bool is_predicate(BinaryKind kind);
 // Broadcasting; both inputs are first cast to compute_dtype, the result has out_dtype.

@@ -347,6 +347,16 @@ T apply_binary(BinaryKind k, T a, T b) {
         if constexpr (std::is_floating_point_v<T>)
           if (std::isnan(a) || std::isnan(b)) return std::numeric_limits<T>::quiet_NaN();
         return a < b ? a : b;
+      case BinaryKind::Remainder:
+      case BinaryKind::Fmod: {
+        T r;
+        if constexpr (std::is_integral_v<T>)
+          r = b == -1 ? 0 : a % b;  // INT64_MIN % -1 overflows in C++; the answer is 0
+        else
+          r = std::fmod(a, b);
+        if (k == BinaryKind::Remainder && r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+      }
       // refused for floating tensors by the bitwise ops
       case BinaryKind::BitAnd:
         if constexpr (std::is_integral_v<T>) return a & b;
@@ -466,6 +476,8 @@ void binary_typed(BinaryKind kind, const Tensor& a, const Tensor& b, const Tenso
     TD_ARITH(BitAnd)
     TD_ARITH(BitOr)
     TD_ARITH(BitXor)
+    TD_ARITH(Remainder)
+    TD_ARITH(Fmod)
 #undef TD_ARITH
     default:
       return;

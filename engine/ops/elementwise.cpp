@@ -1,5 +1,6 @@
 // Element-wise ops: unary maps, clamp, casts, broadcasting binary ops and where, with PyTorch's
 // dtype rules. Public functions only pack attrs and dispatch (so vmap sees every call).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -81,6 +82,19 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
     case BinaryKind::BitOr:
     case BinaryKind::BitXor:
       check_bitwise(op, in);
+      break;
+    case BinaryKind::Remainder:
+    case BinaryKind::Fmod:
+      if (compute == DType::Bool)
+        throw_error<TypeError>("[", op, "] is not implemented for bool tensors (shapes ",
+                               shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
+      // as torch: an integer division by zero is an error (a float one gives NaN)
+      if (!is_floating(compute)) {
+        const std::vector<int64_t> v = b.to_vector<int64_t>();
+        if (std::find(v.begin(), v.end(), 0) != v.end())
+          throw_error<RuntimeError>("[", op, "] ZeroDivisionError: an integer divisor (shape ",
+                                    shape_str(b.shape()), ") holds 0");
+      }
       break;
     default:
       if (kernels::is_predicate(kind)) out = DType::Bool;
@@ -186,6 +200,8 @@ TD_BINARY(logical_or, LogicalOr)
 TD_BINARY(bitwise_and, BitAnd)
 TD_BINARY(bitwise_or, BitOr)
 TD_BINARY(bitwise_xor, BitXor)
+TD_BINARY(remainder, Remainder)
+TD_BINARY(fmod, Fmod)
 #undef TD_BINARY
 
 std::vector<Tensor> where_impl(std::span<const Tensor> in, const OpAttrs&) {
@@ -282,6 +298,8 @@ TD_BINARY_FN(add)
 TD_BINARY_FN(mul)
 TD_BINARY_FN(div)
 TD_BINARY_FN(maximum)
+TD_BINARY_FN(remainder)
+TD_BINARY_FN(fmod)
 TD_BINARY_FN(minimum)
 TD_BINARY_FN(eq)
 TD_BINARY_FN(ne)
@@ -391,6 +409,9 @@ Tensor operator-(Scalar a, const Tensor& b) {
 }
 Tensor operator*(Scalar a, const Tensor& b) { return mul(wrap_scalar(a, b), b); }
 Tensor operator/(Scalar a, const Tensor& b) { return div(wrap_scalar(a, b), b); }
+Tensor operator%(const Tensor& a, const Tensor& b) { return remainder(a, b); }
+Tensor operator%(const Tensor& a, Scalar b) { return remainder(a, b); }
+Tensor operator%(Scalar a, const Tensor& b) { return remainder(wrap_scalar(a, b), b); }
 Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
 Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
 Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }

@@ -21,9 +21,11 @@ std::vector<Batched> broadcast_rule(const RuleContext& ctx, std::span<const Batc
 
 void register_binary_rules() {
   for (OpId op :
-       {OpId::add, OpId::sub, OpId::mul, OpId::div, OpId::pow, OpId::maximum, OpId::minimum,
-        OpId::eq, OpId::ne, OpId::lt, OpId::le, OpId::gt, OpId::ge, OpId::logical_and,
-        OpId::logical_or, OpId::bitwise_and, OpId::bitwise_or, OpId::bitwise_xor, OpId::where})
+       {OpId::add,         OpId::sub,        OpId::mul,         OpId::div,        OpId::pow,
+        OpId::maximum,     OpId::minimum,    OpId::remainder,   OpId::fmod,       OpId::eq,
+        OpId::ne,          OpId::lt,         OpId::le,          OpId::gt,         OpId::ge,
+        OpId::logical_and, OpId::logical_or, OpId::bitwise_and, OpId::bitwise_or, OpId::bitwise_xor,
+        OpId::where})
     set_batch_rule(op, broadcast_rule);
 }
 

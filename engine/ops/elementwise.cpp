@@ -72,24 +72,21 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
                                ") is not supported; use logical_not to invert a mask, a ^ b "
                                "(bitwise_xor) for two");
       break;
-    case BinaryKind::Pow:
-      // torch has no bool pow (true ** true): an operand of another dtype promotes it
-      if (compute == DType::Bool)
-        throw_error<TypeError>("[pow] is not implemented for bool tensors (shapes ",
-                               shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
-      break;
     case BinaryKind::BitAnd:
     case BinaryKind::BitOr:
     case BinaryKind::BitXor:
       check_bitwise(op, in);
       break;
+    case BinaryKind::Pow:
     case BinaryKind::Remainder:
     case BinaryKind::Fmod:
+      // torch has none of these for bool (true ** true, true % true): an operand of another
+      // dtype promotes it
       if (compute == DType::Bool)
         throw_error<TypeError>("[", op, "] is not implemented for bool tensors (shapes ",
                                shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
       // as torch: an integer division by zero is an error (a float one gives NaN)
-      if (!is_floating(compute)) {
+      if (kind != BinaryKind::Pow && !is_floating(compute)) {
         const std::vector<int64_t> v = b.to_vector<int64_t>();
         if (std::find(v.begin(), v.end(), 0) != v.end())
           throw_error<RuntimeError>("[", op, "] ZeroDivisionError: an integer divisor (shape ",

@@ -276,11 +276,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   if (concurrent && chunked && num_threads() > 1) {
     // every chunk's GEMMs on one BLAS thread, as with one engine thread: OpenBLAS's own threads
     // split a GEMM differently and change its last bits (the threads are busy with chunks anyway)
-    struct OneBlasThread {
-      int threads = num_threads();
-      OneBlasThread() { kernels::set_blas_threads(1); }
-      ~OneBlasThread() { kernels::set_blas_threads(threads); }
-    } one_blas_thread;
+    kernels::OneBlasThreadScope one_blas_thread;
     parallel_claim(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
       SerialScope serial;
       for (int64_t k = begin; k < end; ++k) run_chunk(static_cast<size_t>(k));

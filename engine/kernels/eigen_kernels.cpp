@@ -96,11 +96,10 @@ void for_each_matrix(int64_t bt, int64_t m, int64_t n, int64_t k, F&& range) {
   const int64_t threads = num_threads();
   const bool even = bt % threads == 0 || bt >= 4 * threads;
   if (threads > 1 && bt > 1 && per_matrix * bt > 4e6 && (per_matrix < 64e6 || even)) {
-    set_blas_threads(1);
+    OneBlasThreadScope one_blas_thread;
     // claimed a few matrices at a time, not split in fixed ranges: a thread the host slows
     // down takes fewer instead of holding the others at the end of the op
     parallel_claim(bt, std::max<int64_t>(1, bt / (8 * threads)), range);
-    set_blas_threads(num_threads());
   } else {
     range(0, bt);
   }
@@ -215,6 +214,9 @@ void set_blas_threads(int threads) {
   (void)threads;
 #endif
 }
+
+OneBlasThreadScope::OneBlasThreadScope() : threads_(num_threads()) { set_blas_threads(1); }
+OneBlasThreadScope::~OneBlasThreadScope() { set_blas_threads(threads_); }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   if (a.dim() != 3 || b.dim() != 3)

@@ -140,6 +140,14 @@ Value unflatten_outputs(const Value& v, const Shape& batch_size) {
   return v;
 }
 
+// A number or string the module returned cannot carry the sets along a dim, in the loop (for
+// set 0) as in the batched call (vmap's out_dims rule).
+[[noreturn]] void throw_non_tensor_output(const Value& v, const char* where) {
+  throw_error<ValueError>(
+      "[functional_vmap] the module must only return Tensors (or None), but it returned a ",
+      v.kind_name(), where);
+}
+
 // Stacks per-set outputs of equal structure along a new dim 0.
 Value stack_outputs(const std::vector<Value>& outs) {
   const Value& first = outs.front();
@@ -172,14 +180,11 @@ Value stack_outputs(const std::vector<Value>& outs) {
     return out;
   }
   if (first.is_none()) return first;
-  // as the batched call (vmap's out_dims rule): a number cannot carry the sets along a dim
-  throw_error<ValueError>("[functional_vmap] the module must only return Tensors (or None), but "
-                          "it returned a ",
-                          first.kind_name(), " for set 0");
+  throw_non_tensor_output(first, " for set 0");
 }
 
-// A number or string the module returns cannot carry the sets along a dim. Said here, before
-// vmap's own message, which would suggest an out_dims that functional_vmap does not have.
+// Said before vmap's own message, which would suggest an out_dims that functional_vmap does not
+// have.
 void check_tensor_outputs(const Value& v) {
   switch (v.kind()) {
     case Value::Kind::List:
@@ -192,10 +197,7 @@ void check_tensor_outputs(const Value& v) {
     case Value::Kind::Int:
     case Value::Kind::Double:
     case Value::Kind::String:
-      throw_error<ValueError>(
-          "[functional_vmap] the module must only return Tensors (or None), "
-          "but it returned a ",
-          v.kind_name());
+      throw_non_tensor_output(v, "");
     default:
       return;
   }

@@ -17,8 +17,9 @@ namespace td {
 namespace {
 std::atomic<int> g_threads{1};
 thread_local int tl_serial = 0;
-// OpenBLAS starts with a thread per core; td's default is one thread, GEMMs included, so that a
-// GEMM gives the same bits before and after set_num_threads(1) (its threads split it differently)
+// OpenBLAS starts with a thread per core. It stays at one: its threads would cut a product by
+// their count and change its last bits, so td's threads share the blocks of a product instead
+// (eigen_kernels.cpp's blas_cut).
 [[maybe_unused]] const bool g_blas_one_thread = [] {
   kernels::set_blas_threads(1);
   return true;
@@ -128,10 +129,10 @@ void set_num_threads(int threads) {
   if (threads < 1)
     throw_error<ValueError>("[set_num_threads] needs at least 1 thread, got ", threads);
   g_threads.store(threads);
-  kernels::set_blas_threads(threads);
 }
 
 int num_threads() { return tl_serial > 0 ? 1 : g_threads.load(); }
+int configured_threads() { return g_threads.load(); }
 
 SerialScope::SerialScope() { ++tl_serial; }
 SerialScope::~SerialScope() { --tl_serial; }

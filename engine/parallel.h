@@ -1,6 +1,6 @@
 #pragma once
-// The engine's thread count: batched GEMMs split their matrices across threads; a single large
-// GEMM, or large ones that do not share out evenly, use OpenBLAS's threads. Default 1.
+// The engine's thread count: batched GEMMs share their matrices, and blocks of large ones,
+// across threads (OpenBLAS itself runs on one). Default 1.
 #include <cstdint>
 #include <functional>
 
@@ -8,10 +8,12 @@ namespace td {
 
 void set_num_threads(int threads);  // ValueError if < 1
 int num_threads();                  // 1 inside a SerialScope
+// set_num_threads' count, also inside a SerialScope: what may shape a result (how a GEMM is cut
+// into blocks), where num_threads() is how many threads may run now.
+int configured_threads();
 
 // While alive, num_threads() is 1 on this thread: work already shared out across the threads
-// (functional_vmap's concurrent blocks of sets) runs its ops serially, and leaves OpenBLAS's
-// thread count alone.
+// (functional_vmap's concurrent blocks of sets) runs its ops serially.
 class SerialScope {
  public:
   SerialScope();

@@ -323,6 +323,38 @@ TEST_CASE("two threads run blocks of sets at once: values, draws, buffers and er
   }
 }
 
+// A set's product large enough for the BLAS and for cutting among threads (x [300, 300] is
+// 352 KiB, 11.5 MFLOP against the first layer) is cut by its shape and the thread count only:
+// how many sets a call holds must not change its bits (OpenBLAS's own threads, used before for
+// a call of one set, cut it by their count).
+TEST_CASE("with threads, chunk_size and loop give the same bits when the BLAS runs the products") {
+  manual_seed(4);
+  auto nets = ensemble(4, [] { return mlp(300, 64, 5); });
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({300, 300}), xs = randn({4, 300, 300});
+  for (int threads : {2, 3}) {
+    CAPTURE(threads);
+    Threads t(threads);
+    const nn::FunctionalVmapOptions shared{.params = params, .args = {x}};
+    const nn::FunctionalVmapOptions per_set{
+        .params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}};
+    for (const auto& o : {shared, per_set}) {
+      Tensor whole = functional_vmap(*nets[0], o).tensor();
+      for (int64_t c : {1, 3}) {
+        auto chunked = o;
+        chunked.chunk_size = c;
+        CHECK(equal(functional_vmap(*nets[0], chunked).tensor(), whole));
+      }
+      auto looped = o;
+      looped.loop = true;
+      CHECK(equal(functional_vmap(*nets[0], looped).tensor(), whole));
+    }
+    // each set as its module alone computes it, on as many threads
+    Tensor whole = functional_vmap(*nets[0], shared).tensor();
+    for (int64_t i = 0; i < 4; ++i) CHECK(equal((*nets[i])({x}).tensor(), whole[i]));
+  }
+}
+
 namespace {
 // A user's module: its forward counts its calls and the threads they came from.
 struct Recorder : nn::Module {

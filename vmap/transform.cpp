@@ -5,7 +5,6 @@
 #include <sstream>
 
 #include "engine/batching.h"
-#include "engine/kernels/kernels.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
@@ -274,9 +273,6 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     }
   } restore_rng{saved};
   if (concurrent && chunked && num_threads() > 1) {
-    // every chunk's GEMMs on one BLAS thread, as with one engine thread: OpenBLAS's own threads
-    // split a GEMM differently and change its last bits (the threads are busy with chunks anyway)
-    kernels::OneBlasThreadScope one_blas_thread;
     parallel_claim(static_cast<int64_t>(chunks.size()), 1, [&](int64_t begin, int64_t end) {
       SerialScope serial;
       for (int64_t k = begin; k < end; ++k) run_chunk(static_cast<size_t>(k));

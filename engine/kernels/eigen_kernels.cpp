@@ -12,7 +12,7 @@
 #include "engine/parallel.h"
 
 #ifdef TD_WITH_OPENBLAS
-// OpenBLAS runs one GEMM on its own threads; a batch of GEMMs is split across ours instead.
+// OpenBLAS runs on one thread; td's threads share the blocks of its products (blas_cut).
 extern "C" void openblas_set_num_threads(int);
 #endif
 
@@ -31,7 +31,7 @@ using ColMap = Eigen::Map<const ColMat<T>, Eigen::Unaligned, Eigen::OuterStride<
 template <class T>
 using StridedMap = Eigen::Map<const RowMat<T>, Eigen::Unaligned, Eigen::Stride<Dynamic, Dynamic>>;
 template <class T>
-using OutMap = Eigen::Map<RowMat<T>, Eigen::Unaligned>;
+using OutMap = Eigen::Map<RowMat<T>, Eigen::Unaligned, Eigen::OuterStride<>>;
 
 // A strided 2-D operand: rows x cols with element strides rs (between rows) and cs.
 template <class T>
@@ -85,24 +85,70 @@ void with_map(Operand<T> o, F&& f) {
   }
 }
 
-// Runs range(begin, end) over the bt matrices of a batched product of [m, k] x [k, n] ones.
-// Threads across the batch pay off once each thread gets real work (waking a sleeping pool
-// worker costs microseconds). Large matrices that do not share out evenly are better split by
-// OpenBLAS's own threads; when they do, whole matrices per thread also keep the bias and ReLU
-// passes parallel.
+// One block of a product's output: rows [r0, r1), columns [c0, c1).
+struct Block {
+  int64_t r0, r1, c0, c1;
+};
+
+// How a product that goes to the BLAS is cut into blocks of its [m, n] output, computed one per
+// task on one BLAS thread: by its shape and set_num_threads' count only (not num_threads(),
+// which is 1 inside a SerialScope), never by how many products a call holds. OpenBLAS's last
+// bits depend on how a product is cut (its own threads cut it by their count), so this keeps a
+// set's result the same with any chunk_size, in concurrent blocks of sets, and in a loop over
+// the sets. Cut along the longer side, so each block repacks only the smaller operand.
+struct Cut {
+  int64_t parts = 1, step = 0;
+  bool rows = false;
+};
+
+Cut blas_cut(int64_t m, int64_t n, int64_t k) {
+  constexpr double kMinFlops = 8e6;  // below this a product is not worth a second thread
+  constexpr int64_t kMinSide = 64;   // the narrowest block OpenBLAS still runs at speed
+  const int64_t threads = configured_threads();
+  const bool rows = m > n;
+  const int64_t side = rows ? m : n;
+  if (threads == 1 || 2.0 * static_cast<double>(m) * n * k < kMinFlops) return {};
+  const int64_t parts = std::min<int64_t>(threads, side / kMinSide);
+  if (parts <= 1) return {};
+  return {parts, (side + parts - 1) / parts, rows};
+}
+
+// Runs task(i, block) over the bt products of [m, k] x [k, n] matrices, each whole (our small
+// kernel, or a BLAS product too small to cut) or in the blocks of blas_cut. Threads share the
+// tasks once each thread gets real work (waking a sleeping pool worker costs microseconds),
+// claimed a few at a time: a thread the host slows down takes fewer instead of holding the
+// others at the end of the op. Bias and ReLU are applied per block, in parallel as well.
 template <class F>
-void for_each_matrix(int64_t bt, int64_t m, int64_t n, int64_t k, F&& range) {
-  const double per_matrix = 2.0 * static_cast<double>(m) * n * k;
+void for_each_block(int64_t bt, int64_t m, int64_t n, int64_t k, bool blas, F&& task) {
+  const Cut cut = blas ? blas_cut(m, n, k) : Cut{};
+  const int64_t tasks = bt * cut.parts;
+  auto range = [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      Block b{0, m, 0, n};
+      if (cut.parts > 1) {
+        int64_t& lo = cut.rows ? b.r0 : b.c0;
+        int64_t& hi = cut.rows ? b.r1 : b.c1;
+        lo = t % cut.parts * cut.step;
+        hi = std::min(lo + cut.step, hi);
+      }
+      task(t / cut.parts, b);
+    }
+  };
   const int64_t threads = num_threads();
-  const bool even = bt % threads == 0 || bt >= 4 * threads;
-  if (threads > 1 && bt > 1 && per_matrix * bt > 4e6 && (per_matrix < 64e6 || even)) {
-    OneBlasThreadScope one_blas_thread;
-    // claimed a few matrices at a time, not split in fixed ranges: a thread the host slows
-    // down takes fewer instead of holding the others at the end of the op
-    parallel_claim(bt, std::max<int64_t>(1, bt / (8 * threads)), range);
-  } else {
-    range(0, bt);
-  }
+  if (threads > 1 && tasks > 1 && 2.0 * static_cast<double>(m) * n * k * bt > 4e6)
+    parallel_claim(tasks, std::max<int64_t>(1, tasks / (8 * threads)), range);
+  else
+    range(0, tasks);
+}
+
+// Whether a float32 product y [rows, cols] = x [rows, k] @ w^T goes to the BLAS (else to our
+// register-blocked kernel).
+template <class T>
+bool goes_to_blas(int64_t rows, int64_t cols, int64_t k) {
+  if constexpr (std::is_same_v<T, float>)
+    return !small_gemm_pays(rows, cols, k);
+  else
+    return true;
 }
 
 template <class T>
@@ -113,35 +159,33 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
   const T* pb = b.data<T>();
   const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0);
   const int64_t sb = b.size(0) == 1 ? 0 : b.stride(0);
-  auto range = [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      OutMap<T> y(po + i * m * n, m, n);
-      if (k == 0) {
-        y.setZero();
-        continue;
-      }
-      Operand<T> oa{pa + i * sa, m, k, a.stride(1), a.stride(2)};
-      Operand<T> ob{pb + i * sb, k, n, b.stride(1), b.stride(2)};
-      with_map(oa, [&](const auto& ma) {
-        with_map(ob, [&](const auto& mb) { y.noalias() = ma * mb; });
-      });
-    }
-  };
-  for_each_matrix(bt, m, n, k, range);
-}
-
-// One product y = act(x @ w^T + bias), y [n, m] row-major: the register-blocked kernel for
-// small float matrices, else Eigen (OpenBLAS) into a bias-initialised y.
-template <class T>
-void gemm_nt_one(Operand<T> x, Operand<T> w, const T* bias, int64_t bs, T* po, bool relu) {
-  const int64_t n = x.rows, k = x.cols, m = w.rows;
-  if constexpr (std::is_same_v<T, float>) {
-    if (small_gemm_pays(n, m, k)) {
-      small_gemm_nt(x.p, x.rs, x.cs, w.p, w.rs, w.cs, bias, bs, po, m, n, m, k, relu);
+  const int64_t a1 = a.stride(1), a2 = a.stride(2), b1 = b.stride(1), b2 = b.stride(2);
+  for_each_block(bt, m, n, k, true, [&](int64_t i, Block blk) {
+    OutMap<T> y(po + i * m * n + blk.r0 * n + blk.c0, blk.r1 - blk.r0, blk.c1 - blk.c0,
+                Eigen::OuterStride<>(n));
+    if (k == 0) {
+      y.setZero();
       return;
     }
+    Operand<T> oa{pa + i * sa + blk.r0 * a1, blk.r1 - blk.r0, k, a1, a2};
+    Operand<T> ob{pb + i * sb + blk.c0 * b2, k, blk.c1 - blk.c0, b1, b2};
+    with_map(oa,
+             [&](const auto& ma) { with_map(ob, [&](const auto& mb) { y.noalias() = ma * mb; }); });
+  });
+}
+
+// One product, or one block of it, y = act(x @ w^T + bias), y [n, m] row-major with row stride
+// ys: Eigen (OpenBLAS) into a bias-initialised y, else the register-blocked kernel.
+template <class T>
+void gemm_nt_one(Operand<T> x, Operand<T> w, const T* bias, int64_t bs, T* po, int64_t ys,
+                 bool relu, bool blas) {
+  const int64_t n = x.rows, k = x.cols, m = w.rows;
+  if (!blas) {
+    if constexpr (std::is_same_v<T, float>)
+      small_gemm_nt(x.p, x.rs, x.cs, w.p, w.rs, w.cs, bias, bs, po, ys, n, m, k, relu);
+    return;
   }
-  OutMap<T> y(po, n, m);
+  OutMap<T> y(po, n, m, Eigen::OuterStride<>(ys));
   if (bias) {
     Eigen::Map<const Eigen::Matrix<T, 1, Dynamic>, Eigen::Unaligned, Eigen::InnerStride<>> bv(
         bias, 1, m, Eigen::InnerStride<>(bs));
@@ -158,7 +202,8 @@ void gemm_nt_one(Operand<T> x, Operand<T> w, const T* bias, int64_t bs, T* po, b
   }
   if (relu) {
     // v < 0 ? 0 : v keeps a NaN, as relu does (Eigen's cwiseMax turns it into 0)
-    for (int64_t i = 0; i < n * m; ++i) po[i] = po[i] < T(0) ? T(0) : po[i];
+    for (int64_t r = 0; r < n; ++r)
+      for (T* p = po + r * ys; p < po + r * ys + m; ++p) *p = *p < T(0) ? T(0) : *p;
   }
 }
 
@@ -174,10 +219,12 @@ void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   const T *px = x.data<T>(), *pw = w.data<T>();
   T* po = out.data<T>();
   const int64_t xrs = x.stride(1), xcs = x.stride(2), wrs = w.stride(1), wcs = w.stride(2);
-  for_each_matrix(bt, n, m, k, [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i)
-      gemm_nt_one<T>({px + i * sx, n, k, xrs, xcs}, {pw + i * sw, m, k, wrs, wcs},
-                     pb ? pb + i * sb : nullptr, bs, po + i * n * m, relu);
+  const bool blas = goes_to_blas<T>(n, m, k);
+  for_each_block(bt, n, m, k, blas, [&](int64_t i, Block b) {
+    gemm_nt_one<T>({px + i * sx + b.r0 * xrs, b.r1 - b.r0, k, xrs, xcs},
+                   {pw + i * sw + b.c0 * wrs, b.c1 - b.c0, k, wrs, wcs},
+                   pb ? pb + i * sb + b.c0 * bs : nullptr, bs, po + i * n * m + b.r0 * m + b.c0, m,
+                   relu, blas);
   });
 }
 
@@ -214,9 +261,6 @@ void set_blas_threads(int threads) {
   (void)threads;
 #endif
 }
-
-OneBlasThreadScope::OneBlasThreadScope() : threads_(num_threads()) { set_blas_threads(1); }
-OneBlasThreadScope::~OneBlasThreadScope() { set_blas_threads(threads_); }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   if (a.dim() != 3 || b.dim() != 3)

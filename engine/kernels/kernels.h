@@ -85,20 +85,9 @@ Tensor softmax(const Tensor& x, int64_t dim, bool log);
 // C[b] = A[b] @ B[b] for 3-D A [Bt, M, K] and B [Bt, K, N] (any strides; Bt may be 1 on either
 // side to broadcast). Counts one Gemm kernel.
 Tensor bmm(const Tensor& a, const Tensor& b);
-// The thread count of the BLAS behind Eigen (OpenBLAS), if any.
+// The thread count of the BLAS behind Eigen (OpenBLAS), if any: always 1 (set once at start-up;
+// td's threads share the blocks of its products instead).
 void set_blas_threads(int threads);
-// One BLAS thread while alive (work already shared out across td's threads), then the engine's
-// count again (num_threads() when it was made), also when an exception leaves.
-class OneBlasThreadScope {
- public:
-  OneBlasThreadScope();
-  ~OneBlasThreadScope();
-  OneBlasThreadScope(const OneBlasThreadScope&) = delete;
-  OneBlasThreadScope& operator=(const OneBlasThreadScope&) = delete;
-
- private:
-  int threads_;
-};
 
 // y[b] = x[b] @ w[b]^T + bias[b], then max(., 0) if relu, for x [Bx, N, K], w [Bw, M, K] and
 // bias [Bb, M] or undefined (any strides), where each leading size is the batch B or 1 (shared).

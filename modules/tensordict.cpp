@@ -330,7 +330,9 @@ TensorDict TensorDict::from_module(const nn::Module& m) {
   for (int buf = 0; buf < 2; ++buf)
     for (const auto& [n, s] : m.own_slots())
       if (s->is_buffer == (buf == 1) && s->value.defined()) out.set(n, s->value);
-  for (const auto& [n, c] : m.named_children()) out.set(n, from_module(*c));
+  // a child without parameters or buffers (a ReLU) has no entry, as in tensordict
+  for (const auto& [n, c] : m.named_children())
+    if (TensorDict sub = from_module(*c); !sub.items().empty()) out.set(n, sub);
   return out;
 }
 

@@ -67,7 +67,8 @@ class TensorDict {
 
   // ---- modules ----
   using FromModulesOptions = td::FromModulesOptions;
-  // The parameters and buffers of m, nested by submodule, sharing their storage.
+  // The parameters and buffers of m, nested by submodule, sharing their storage; submodules
+  // holding none have no entry.
   static TensorDict from_module(const nn::Module& m);
   static TensorDict from_modules(const std::vector<const nn::Module*>& modules,
                                  FromModulesOptions options = {});

@@ -202,6 +202,17 @@ TEST_CASE("from_module shares storage and nests by submodule") {
   auto lin = std::static_pointer_cast<nn::Linear>((*net)[0]);
   CHECK(p.get("0.weight").is_same(lin->weight.get()));
   CHECK(p.get("2.num_batches_tracked").dtype() == kInt64);
+  // the ReLU holds nothing: no entry "1" (tensordict's from_module filters it out too)
+  CHECK(p.keys() == std::vector<std::string>{"0", "2"});
+  CHECK_FALSE(p.contains("1"));
+  // nor does a container of parameterless modules, or one alone
+  auto nested = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+          std::make_shared<nn::ReLU>(), std::make_shared<nn::Tanh>()}),
+      std::make_shared<nn::Linear>(2, 2)});
+  CHECK(TensorDict::from_module(*nested).keys(true, false) ==
+        std::vector<std::string>{"1", "1.weight", "1.bias"});
+  CHECK(TensorDict::from_module(nn::ReLU()).keys().empty());
 }
 
 TEST_CASE("from_modules stacks, checks structure, expands identical tensors") {
@@ -245,7 +256,7 @@ TEST_CASE("from_modules stacks, checks structure, expands identical tensors") {
   CHECK(has(msg, "'weight'"));
   // a key that is a submodule in one and a tensor in the other, in either order
   auto with_child = std::make_shared<nn::Sequential>();
-  with_child->push_back(std::make_shared<nn::ReLU>());
+  with_child->push_back(std::make_shared<nn::Linear>(1, 1));
   auto with_param = std::make_shared<nn::Module>();
   with_param->register_parameter("0", zeros({1}));
   for (bool child_first : {true, false}) {

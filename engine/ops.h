@@ -231,7 +231,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 
 // ---- linear algebra ----
 Tensor matmul(const Tensor& a, const Tensor& b);
-// weight [out, in] (bias [out]) or, as in torch, [in] without a bias: then x @ weight
+// weight [out, in] (bias [out]) or, as in torch, [in]: then x @ weight, plus a bias that
+// broadcasts to it for an input of 1 or at least 4 dims
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 // relu(linear(x, weight, bias)) in one pass: the ReLU is applied as the GEMM stores its output
 // (what Sequential runs for a Linear followed by a ReLU).

@@ -313,6 +313,87 @@ TEST_CASE("linear with a 1-D weight is x @ weight, as in torch") {
   CHECK(linear(x.view({1, 2, 3}), w).shape() == Shape{1, 2});
 }
 
+TEST_CASE("linear with a 1-D weight and a bias: inputs of 1 or at least 4 dims, as in torch") {
+  // torch 1.13 adds the bias in place to x @ weight, except on its addmm path (2-D and 3-D
+  // inputs), which refuses a 1-D weight:
+  //   F.linear(torch.tensor([1., 2, 3]), torch.tensor([4., 5, 6]), torch.tensor(0.5)) -> 32.5
+  Tensor w = tensor({4.f, 5.f, 6.f});
+  Tensor y1 = linear(tensor({1.f, 2.f, 3.f}), w, scalar_tensor(0.5f));
+  CHECK(y1.shape() == Shape{});
+  CHECK(y1.item<float>() == 32.5f);
+  //   F.linear(torch.arange(24.).view(2, 1, 4, 3), torch.tensor([1., -1, 2]),
+  //            torch.tensor([10., 20, 30, 40])) -> [[[13, 29, 45, 61]], [[37, 53, 69, 85]]]
+  Tensor x4 = arange(24).to(kFloat32).view({2, 1, 4, 3});
+  Tensor w4 = tensor({1.f, -1.f, 2.f});
+  Tensor y4 = linear(x4, w4, tensor({10.f, 20.f, 30.f, 40.f}));
+  CHECK(y4.shape() == Shape{2, 1, 4});
+  CHECK(y4.to_vector<float>() == std::vector<float>{13, 29, 45, 61, 37, 53, 69, 85});
+  CHECK(linear_relu(x4, w4, scalar_tensor(-20.f)).to_vector<float>() ==
+        std::vector<float>{0, 0, 0, 1, 7, 13, 19, 25});
+  // 5-D, bias [1] and [2, 1] (torch: shapes [2, 1, 2, 2]), against the loop
+  Tensor x5 = seq({2, 1, 2, 2, 3}, kFloat64);
+  Tensor w5 = seq({3}, kFloat64, 1.3);
+  Tensor b5 = tensor<double>({0.25, -1.5}, {2, 1});
+  Tensor y5 = linear(x5, w5, b5);
+  REQUIRE(y5.shape() == Shape{2, 1, 2, 2});
+  std::vector<double> xv = x5.to_vector<double>(), wv = w5.to_vector<double>(), ref(8, 0.0);
+  for (size_t r = 0; r < 8; ++r) {
+    for (size_t k = 0; k < 3; ++k) ref[r] += xv[r * 3 + k] * wv[k];
+    ref[r] += (r / 2) % 2 == 0 ? 0.25 : -1.5;  // b5 broadcasts along the output's dim 2
+  }
+  check_close(y5, ref, 1e-12);
+  CHECK(linear(x5, w5, ones({1}, kFloat64)).shape() == Shape{2, 1, 2, 2});
+  // the output keeps x @ weight's dtype, as torch's in-place add (float64 bias, int64 bias)
+  CHECK(linear(x4, w4, scalar_tensor(1.0, kFloat64)).dtype() == kFloat32);
+  Tensor xi = arange(24).view({2, 1, 4, 3}), wi = tensor<int64_t>({1, -1, 2});
+  Tensor yi = linear(xi, wi, tensor<int64_t>({10, 20, 30, 40}));
+  CHECK(yi.dtype() == kInt64);
+  CHECK(yi.to_vector<int64_t>() == std::vector<int64_t>{13, 29, 45, 61, 37, 53, 69, 85});
+  // torch: "result type Float can't be cast to the desired output type Long"
+  check_throws_mentioning<TypeError>([&] { linear(xi, wi, scalar_tensor(1.5f)); }, "[linear]");
+  CHECK(linear(zeros({0, 4, 5, 3}), w, scalar_tensor(1.f)).shape() == Shape{0, 4, 5});
+  // 2-D and 3-D inputs: torch's "mat2 must be a matrix, got 1-D tensor"
+  check_throws_mentioning<ValueError>(
+      [&] {
+        linear(ones({2, 3}), w, ones({1}));
+      },
+      "[linear] a 1-D weight takes a bias only with an input of 1 "
+      "or at least 4 dims (as in torch), got input of shape [2, 3]");
+  CHECK_THROWS_AS(linear(ones({2, 4, 3}), w, scalar_tensor(1.f)), ValueError);
+  CHECK_THROWS_AS(linear_relu(ones({2, 4, 3}), w, scalar_tensor(1.f)), ValueError);
+  // a bias that does not broadcast to the output, or would grow it (torch: "output with shape
+  // [] doesn't match the broadcast shape [1]", "... [2, 1, 4] ... [1, 2, 1, 4]")
+  check_throws_mentioning<ValueError>([&] { linear(ones({3}), w, ones({1})); },
+                                      "[linear] bias of shape [1] does not broadcast to the output "
+                                      "of shape []");
+  CHECK_THROWS_AS(linear(x4, w4, ones({1, 2, 1, 4})), ValueError);
+  CHECK_THROWS_AS(linear(x4, w4, ones({3})), ValueError);
+  CHECK_THROWS_AS(linear(x4, ones({4}), scalar_tensor(1.f)), ValueError);
+}
+
+TEST_CASE("vmap: linear with a 1-D weight and a bias is the stacked per-set calls") {
+  // per-set 4-D inputs; per-set weights and biases; a shared x with per-set biases
+  Tensor x = seq({3, 2, 1, 2, 3}, kFloat32), w = seq({3, 3}, kFloat32, 0.9);
+  Tensor b = seq({3, 2}, kFloat32, 0.4);
+  auto f = [](Tensor xs, Tensor ws, Tensor bs) { return linear(xs, ws, bs); };
+  for (auto in_dims : {std::vector<std::optional<int64_t>>{0, 0, 0},
+                       std::vector<std::optional<int64_t>>{0, std::nullopt, std::nullopt},
+                       std::vector<std::optional<int64_t>>{std::nullopt, std::nullopt, 0}}) {
+    auto arg = [&](const Tensor& t, size_t k) { return in_dims[k] ? t : t[1]; };
+    Tensor y = vmap(f, {.in_dims = in_dims})(arg(x, 0), arg(w, 1), arg(b, 2));
+    REQUIRE(y.shape() == Shape{3, 2, 1, 2});
+    for (int64_t i = 0; i < 3; ++i) {
+      auto set = [&](const Tensor& t, size_t k) { return in_dims[k] ? t[i] : t[1]; };
+      CHECK(allclose(y[i], linear(set(x, 0), set(w, 1), set(b, 2))));
+    }
+  }
+  // what a call per set refuses: a per-set 2-D input, a per-set bias [1] on a 0-d output
+  // (functorch's vmap returns [B, 1] for the latter, unlike its call per set)
+  CHECK_THROWS_AS(vmap(f)(ones({3, 2, 3}), ones({3, 3}), ones({3, 1})), ValueError);
+  CHECK_THROWS_AS(vmap(f)(ones({3, 3}), ones({3, 3}), ones({3, 1})), ValueError);
+  CHECK(vmap(f)(ones({3, 3}), ones({3, 3}), ones({3})).shape() == Shape{3});
+}
+
 TEST_CASE("linear errors") {
   check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({4, 5})); }, "[linear]");
   check_throws_mentioning<ValueError>([] { linear(ones({2, 3}), ones({4, 5})); }, "[4, 5]");
@@ -322,11 +403,6 @@ TEST_CASE("linear errors") {
       },
       "[linear] input of shape [2, 3] does not match weight of "
       "shape [4]");
-  check_throws_mentioning<ValueError>(
-      [] {
-        linear(ones({2, 3}), ones({3}), ones({1}));
-      },
-      "[linear] a 1-D weight takes no bias");
   check_throws_mentioning<ValueError>(
       [] {
         linear(ones({2, 3}), ones({2, 4, 3}));

@@ -100,8 +100,8 @@ std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
 DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, DType wt,
                    const Shape* b, DType bt) {
   if (w.size() != 2)
-    throw_error<ValueError>(
-        "[linear] weight must be 2-D [out, in] (or 1-D [in] without a bias), got ", what, " ", w);
+    throw_error<ValueError>("[linear] weight must be 2-D [out, in] (or 1-D [in]), got ", what, " ",
+                            w);
   if (x.empty() || x.back() != w[1]) throw_linear_mismatch(what, x, w);
   if (b && (b->size() != 1 || (*b)[0] != w[0]))
     throw_error<ValueError>("[linear] bias of ", what, " ", *b, " does not match weight of ",
@@ -137,28 +137,42 @@ Tensor matmul(const Tensor& a, const Tensor& b) { return call_op1(OpId::matmul, 
 
 namespace {
 
-// torch's linear also takes a weight [in] without a bias: x @ weight, of shape x.shape[:-1]
-bool vector_weight(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (!weight.defined() || weight.dim() != 1) return false;
-  if (bias.defined())
-    throw_error<ValueError>(
-        "[linear] a 1-D weight takes no bias (as in torch), got weight of shape ", weight.shape(),
-        " and bias of shape ", bias.shape());
+// torch's linear also takes a weight [in]: x @ weight, of shape x.shape[:-1]. torch 1.13 adds a
+// bias to that in place (so it must broadcast to the output, whose dtype stays), except for 2-D
+// and 3-D inputs, which its addmm path refuses (a non-contiguous 3-D one it takes: td's results do
+// not depend on the layout, so td refuses every 3-D one).
+Tensor vector_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (!x.defined() || x.dim() == 0 || x.size(-1) != weight.size(0))
     throw_linear_mismatch("shape", x.defined() ? x.shape() : Shape{}, weight.shape());
   impl::gemm_dtype("linear", x.dtype(), weight.dtype(), "shape", x.shape(), weight.shape());
-  return true;
+  Tensor y = matmul(x, weight);
+  if (!bias.defined()) return y;
+  if (x.dim() == 2 || x.dim() == 3)
+    throw_error<ValueError>(
+        "[linear] a 1-D weight takes a bias only with an input of 1 or at "
+        "least 4 dims (as in torch), got input of shape ",
+        x.shape(), ", weight of shape ", weight.shape(), " and bias of shape ", bias.shape());
+  if (broadcast_shapes("linear", y.shape(), bias.shape()) != y.shape())
+    throw_error<ValueError>(
+        "[linear] bias of shape ", bias.shape(), " does not broadcast to the output of shape ",
+        y.shape(), " (input of shape ", x.shape(), ", 1-D weight of shape ", weight.shape(), ")");
+  if (is_floating(bias.dtype()) && !is_floating(y.dtype()))
+    throw_error<TypeError>("[linear] bias of dtype ", dtype_name(bias.dtype()),
+                           " can't be added in place to the ", dtype_name(y.dtype()),
+                           " output of input of shape ", x.shape(), " and 1-D weight of shape ",
+                           weight.shape());
+  return add(y, bias).to(y.dtype());
 }
 
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (vector_weight(x, weight, bias)) return matmul(x, weight);
+  if (weight.defined() && weight.dim() == 1) return vector_linear(x, weight, bias);
   return call_op1(OpId::linear, {x, weight, bias});
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  if (vector_weight(x, weight, bias)) return relu(matmul(x, weight));
+  if (weight.defined() && weight.dim() == 1) return relu(vector_linear(x, weight, bias));
   OpAttrs attrs;
   attrs.flag = true;
   return call_op1(OpId::linear, {x, weight, bias}, attrs);

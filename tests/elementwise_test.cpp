@@ -484,6 +484,49 @@ TEST_CASE("pow by a scalar 0.5, -0.5, -1, 2, 3 or -2 is computed as torch's fast
   CHECK(pow(tensor({-inf}), scalar_tensor(0.5)).item<float>() == inf);
 }
 
+TEST_CASE("pow of float32 by a scalar float32 cannot hold keeps the double exponent, as torch") {
+  // torch.pow(torch.tensor(x, dtype=dt), e) in PyTorch 1.13, float32 and float64 alike, for
+  // x = [nan, inf, -inf, 0, -0, -2, 0.5, 2, 1, -1]; td rounded 1e-310 to a float32 0 (all 1)
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const std::vector<double> x{nan, inf, -inf, 0.0, -0.0, -2.0, 0.5, 2.0, 1.0, -1.0};
+  auto same = [](const Tensor& t, const std::vector<double>& want) {
+    std::vector<double> got = t.to_vector<double>();
+    REQUIRE(got.size() == want.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      CAPTURE(i);
+      CHECK(std::isnan(got[i]) == std::isnan(want[i]));
+      if (!std::isnan(want[i])) CHECK((got[i] == want[i] && !std::signbit(got[i])));
+    }
+  };
+  const std::vector<double> tiny{nan, inf, inf, 0, 0, nan, 1, 1, 1, nan};
+  const std::vector<double> neg_tiny{nan, 0, 0, inf, inf, nan, 1, 1, 1, nan};
+  const std::vector<double> huge{nan, inf, inf, 0, 0, inf, 0, inf, 1, 1};
+  const std::vector<double> neg_huge{nan, 0, 0, inf, inf, 0, inf, 0, 1, 1};
+  for (DType dt : {kFloat32, kFloat64}) {
+    CAPTURE(dt);
+    Tensor t = tensor<double>(x).to(dt);
+    same(pow(t, 1e-310), tiny);
+    same(pow(t, 1e-45), tiny);
+    same(pow(t, -1e-310), neg_tiny);
+    same(pow(t, 1e40), huge);
+    same(pow(t, -1e40), neg_huge);
+    CHECK(pow(t, 1e-310).dtype() == dt);
+  }
+  // 16777217 rounds to the even 16777216 in float32; torch keeps the odd power:
+  // torch.pow(torch.tensor([-1., -2., -1.0000001]), 16777217.0) -> [-1, -inf, -7.389056205749512]
+  std::vector<float> odd = pow(tensor({-1.f, -2.f, -1.0000001f}), 16777217.0).to_vector<float>();
+  CHECK(odd ==
+        std::vector<float>{-1.f, -std::numeric_limits<float>::infinity(), -7.389056205749512f});
+  CHECK(pow(tensor({-1.f, -2.f, -1.0000001f}), 16777217).to_vector<float>() == odd);  // an int
+  // an integral base: float32, as torch.pow(torch.tensor([0, 2, -2]), 1e-310) -> [0, 1, nan]
+  Tensor yi = pow(tensor<int64_t>({0, 2, -2}), 1e-310);
+  CHECK(yi.dtype() == kFloat32);
+  same(yi, {0, 1, nan});
+  // and under vmap, set by set
+  Tensor xs = tensor<double>(x).to(kFloat32).view({2, 5});
+  same(vmap([](Tensor v) { return pow(v, 1e-310); })(xs).flatten(), tiny);
+}
+
 TEST_CASE("pow of bool by bool and gelu of integers are TypeErrors, as torch") {
   // torch: '"pow" not implemented for 'Bool'' (td gave a bool tensor) and '"GeluKernelImpl" not
   // implemented for 'Long'' (td gave float32)

@@ -344,6 +344,14 @@ Tensor pow(const Tensor& a, Scalar b) {
     if (e == 2) return mul(x, x);
     if (e == 3) return mul(mul(x, x), x);
     if (e == -2) return reciprocal(mul(x, x));
+    // torch's scalar kernel computes std::pow(float, double); where rounding the exponent to
+    // float32 would change which case of pow applies, compute in float64 as it does: 1e-310
+    // (to 0: NaN ** 1e-310 is NaN, not 1), 16777217 (to the even 16777216: (-1) ** 16777217 is
+    // -1). Its vectorised loop over runs of 16 elements rounds to float; that is not followed.
+    const double ae = std::abs(e);
+    if (rt == DType::Float32 && ae <= std::numeric_limits<float>::max() &&
+        static_cast<float>(e) != e && (static_cast<float>(e) == 0 || ae >= 0x1p23))
+      return pow(x.to(DType::Float64), b).to(DType::Float32);
   }
   return pow(a, wrap_scalar(b, a));
 }

@@ -282,7 +282,9 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 
 // ---- in place (return self) ----
 // The result type of the op must be castable to self's dtype (no float into an integer tensor),
-// and other must broadcast to self's shape.
+// and other must broadcast to self's shape. Self may not have elements sharing one memory
+// location (an expanded view; torch allows it to fill_ only), and other may be self's own view
+// but, as in torch, not overlap it otherwise (x.add_(x.t()) is a RuntimeError; clone() it first).
 // A Tensor is a handle to its storage: a const one (a module's Param) or a temporary view (x[0],
 // x.slice(...)) is written through too, as with libtorch's const in-place ops; a non-const self
 // is returned as it came.

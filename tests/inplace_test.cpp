@@ -49,9 +49,9 @@ TEST_CASE("in-place ops through non-contiguous views") {
     ref[r * 4 + 3] += 1.f;
   }
   CHECK(base.to_vector<float>() == ref);
-  // An operand that aliases self: x += x^T reads the old values.
+  // An operand that is self, or a copy of a view of it.
   Tensor sq = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
-  add_(sq, sq.t());
+  add_(sq, sq.t().clone());
   CHECK(sq.to_vector<float>() == std::vector<float>{2.f, 5.f, 5.f, 8.f});
   Tensor sq2 = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
   mul_(sq2, sq2);
@@ -102,7 +102,7 @@ TEST_CASE("copy_ broadcasts and casts, fill_ fills any dtype") {
   copy_(v, tensor({5.f, 6.f, 7.f, 8.f}, {2, 2}));
   CHECK(base.to_vector<float>() == std::vector<float>{0.f, 5.f, 0.f, 6.f, 0.f, 7.f, 0.f, 8.f});
   Tensor m = tensor({1.f, 2.f, 3.f, 4.f}, {2, 2});
-  copy_(m, m.t());
+  copy_(m, m.t().clone());
   CHECK(m.to_vector<float>() == std::vector<float>{1.f, 3.f, 2.f, 4.f});
 
   Tensor f = zeros({2, 2});
@@ -146,6 +146,107 @@ TEST_CASE("in-place errors") {
   // Nothing was written by the failed calls.
   CHECK(x.to_vector<float>() == std::vector<float>(6, 0.f));
   CHECK(i.to_vector<int64_t>() == std::vector<int64_t>(3, 0));
+}
+
+TEST_CASE("in-place ops whose input partly overlaps the written tensor raise, as torch") {
+  // torch 1.13 raises "unsupported operation: some elements of the input tensor and the
+  // written-to tensor refer to a single memory location" for x.add_(x.t()) (and mul_, sub_,
+  // div_, copy_), x[1:].add_(x[:-1]), x.add_(x[0]), x.add_(x[0:1]), x.t().add_(x) and
+  // v[1:].copy_(v[:-1]); td read a copy of the input and ran them
+  const std::vector<float> start{0, 1, 2, 3, 4, 5, 6, 7, 8};
+  Tensor x = arange(9).to(kFloat32).view({3, 3});
+  check_throws_mentioning<RuntimeError>(
+      [&] { add_(x, x.t()); },
+      "[add_] unsupported operation: some elements of the input tensor of shape [3, 3] and the "
+      "written-to tensor of shape [3, 3] refer to a single memory location");
+  check_throws_naming_op<RuntimeError>([&] { mul_(x, x.t()); }, "mul_");
+  check_throws_naming_op<RuntimeError>([&] { x.sub_(x.t()); }, "sub_");
+  check_throws_naming_op<RuntimeError>([&] { x /= x.t(); }, "div_");
+  check_throws_naming_op<RuntimeError>([&] { copy_(x, x.t()); }, "copy_");
+  check_throws_mentioning<RuntimeError>([&] { x.slice(0, 1).add_(x.slice(0, 0, 2)); },
+                                        "input tensor of shape [2, 3] and the written-to tensor "
+                                        "of shape [2, 3]");
+  CHECK_THROWS_AS(add_(x, x[0]), RuntimeError);
+  CHECK_THROWS_AS(add_(x, x.slice(0, 0, 1)), RuntimeError);
+  CHECK_THROWS_AS(add_(x.t(), x), RuntimeError);
+  Tensor v = arange(5).to(kFloat32);
+  check_throws_naming_op<RuntimeError>([&] { v.slice(0, 1).copy_(v.slice(0, 0, 4)); }, "copy_");
+  // the checks come before any write
+  CHECK(x.to_vector<float>() == start);
+  CHECK(v.to_vector<float>() == std::vector<float>{0, 1, 2, 3, 4});
+
+  // torch runs these: the same view (full overlap), disjoint views, and overlapping views that
+  // are not dense, which it does not check (td reads a copy there: the old values)
+  add_(x, x);
+  x.t().add_(x.t());
+  mul_(x, x.view({3, 3}));
+  copy_(x[0], x.slice(0, 0, 1).view({3}));
+  std::vector<float> want(9);
+  for (size_t i = 0; i < 9; ++i) want[i] = (4 * start[i]) * (4 * start[i]);
+  CHECK(x.to_vector<float>() == want);
+  x[0].add_(x[1]);
+  for (size_t j = 0; j < 3; ++j) want[j] += want[3 + j];
+  CHECK(x.to_vector<float>() == want);
+  std::vector<float> old = want;
+  x.slice(1, 0, 2).add_(x.slice(1, 1, 3));  // columns 0, 1 += columns 1, 2 (the old values)
+  for (size_t r = 0; r < 3; ++r)
+    for (size_t c = 0; c < 2; ++c) want[r * 3 + c] = old[r * 3 + c] + old[r * 3 + c + 1];
+  CHECK(x.to_vector<float>() == want);
+
+  // a written tensor whose elements share memory (stride 0): torch's "more than one element of
+  // the written-to tensor refers to a single memory location", for every in-place op but fill_
+  Tensor ex = zeros({1, 3}).expand({2, 3});
+  for (const char* op : {"add_", "mul_", "sub_", "div_", "copy_"}) {
+    CAPTURE(op);
+    check_throws_mentioning<RuntimeError>(
+        [&] {
+          std::string o = op;
+          Tensor y = ones({2, 3});
+          if (o == "add_") add_(ex, y);
+          if (o == "mul_") mul_(ex, y);
+          if (o == "sub_") sub_(ex, y);
+          if (o == "div_") div_(ex, y);
+          if (o == "copy_") copy_(ex, y);
+        },
+        std::string("[") + op + "] cannot write into an expanded tensor of shape [2, 3]");
+  }
+}
+
+TEST_CASE("vmap: in-place ops with overlapping operands raise where torch's vmap does") {
+  auto data = [] { return arange(27).to(kFloat32).view({3, 3, 3}); };
+  auto twice = [](const Tensor& t) {
+    std::vector<float> v = t.to_vector<float>();
+    for (float& e : v) e *= 2;
+    return v;
+  };
+  // the same tensor: each set doubled, whatever its batch dim
+  Tensor a = data();
+  std::vector<float> want = twice(a);
+  vmap([](Tensor t) { return add_(t, t); })(a);
+  CHECK(a.to_vector<float>() == want);
+  vmap([](Tensor t) { return t.add_(t); }, {.in_dims = {1}})(a);
+  vmap([](Tensor s, Tensor t) { return s.mul_(t); })(a, ones({3, 3, 3}));
+  CHECK(a.to_vector<float>() == twice(tensor<float>(want, {27})));
+  Tensor b = data();
+  vmap([](Tensor s, Tensor t) { return add_(s, t); })(b, b);
+  CHECK(b.to_vector<float>() == twice(data()));
+  // torch's vmap raises for each set's transpose, and for one tensor mapped along two dims
+  Tensor c = data();
+  for (auto f : {std::function<Tensor(Tensor)>([](Tensor t) { return add_(t, t.t()); }),
+                 std::function<Tensor(Tensor)>([](Tensor t) { return t.sub_(t.t()); }),
+                 std::function<Tensor(Tensor)>([](Tensor t) { return copy_(t, t.t()); })})
+    check_throws_mentioning<RuntimeError>([&] { vmap(f)(c); }, "unsupported operation");
+  CHECK_THROWS_AS(vmap([](Tensor s, Tensor t) { return add_(s, t); }, {.in_dims = {0, 1}})(c, c),
+                  RuntimeError);
+  CHECK_THROWS_AS(vmap([&](Tensor t) { return add_(t, c[0]); })(c), RuntimeError);
+  CHECK(c.to_vector<float>() == data().to_vector<float>());
+  // each set's x.add_(x[0]) is not dense in the stacked layout: torch's vmap runs it (in its
+  // iteration order); td reads a copy, as a call per set would if it ran
+  Tensor d = data();
+  vmap([](Tensor t) { return add_(t, t[0]); })(d);
+  std::vector<float> dv = data().to_vector<float>(), got = d.to_vector<float>();
+  for (size_t s = 0; s < 3; ++s)
+    for (size_t i = 0; i < 9; ++i) CHECK(got[s * 9 + i] == dv[s * 9 + i] + dv[s * 9 + i % 3]);
 }
 
 TEST_CASE("in-place ops into an empty expanded view are no-ops, as torch") {

@@ -1,5 +1,6 @@
 // In-place ops (write into input 0 and return it) and the whole-tensor comparisons
 // allclose/equal.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/kernels/kernels.h"
@@ -35,14 +36,54 @@ void check_broadcasts_to(const char* op, const Tensor& self, const Tensor& other
                             " of the tensor written in place");
 }
 
+// torch's is_non_overlapping_and_dense: the elements fill numel consecutive slots, the dims in
+// some order.
+bool dense(const Shape& shape, const Strides& strides) {
+  std::vector<size_t> dims;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] != 1) dims.push_back(d);
+  std::sort(dims.begin(), dims.end(), [&](size_t a, size_t b) { return strides[a] < strides[b]; });
+  int64_t expected = 1;
+  for (size_t d : dims) {
+    if (strides[d] != expected) return false;
+    expected *= shape[d];
+  }
+  return true;
+}
+
+// torch's assert_no_partial_overlap, on the physical layouts (as torch's vmap runs the op on
+// them): an input that shares memory with the written tensor must be the same view, or the
+// result would depend on the order of the writes. Where torch cannot tell (a view that is not
+// dense) it lets the op run; td then reads a copy of the input, so the result is still defined.
+void check_no_partial_overlap(const char* op, const Tensor& self, const Tensor& input) {
+  if (!self.shares_storage(input) || self.is_same(input)) return;
+  const Shape &ss = self.physical_shape(), &is = input.physical_shape();
+  const Strides &st = self.physical_strides(), &it = input.physical_strides();
+  if (shape_numel(ss) == 0 || shape_numel(is) == 0 || !dense(ss, st) || !dense(is, it)) return;
+  bool same_view = self.offset() == input.offset() && ss == is;
+  for (size_t d = 0; same_view && d < ss.size(); ++d) same_view = ss[d] == 1 || st[d] == it[d];
+  if (same_view) return;
+  auto bytes = [](const Tensor& t, int64_t n) {
+    return n * static_cast<int64_t>(dtype_size(t.dtype()));
+  };
+  const int64_t sb = bytes(self, self.offset()), se = sb + bytes(self, shape_numel(ss));
+  const int64_t ib = bytes(input, input.offset()), ie = ib + bytes(input, shape_numel(is));
+  if (sb < ie && ib < se)
+    throw_error<RuntimeError>(
+        "[", op, "] unsupported operation: some elements of the input tensor of shape ",
+        input.shape(), " and the written-to tensor of shape ", self.shape(),
+        " refer to a single memory location; clone() the input first");
+}
+
 // What an in-place binary op needs of self: other broadcasts to it, the op's result type casts
-// to its dtype, and every element has its own memory.
+// to its dtype, every element has its own memory, and other is self or does not overlap it.
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
   check_broadcasts_to(op, self, other);
   if (!can_cast(result, self.dtype()))
     throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
                            " can't be cast to the desired output type ", dtype_name(self.dtype()));
   check_writable(op, self);
+  check_no_partial_overlap(op, self, other);
 }
 
 std::vector<Tensor> binary_inplace(const char* op, kernels::BinaryKind kind,
@@ -72,6 +113,7 @@ std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
   Tensor src = in[1];
   check_broadcasts_to("copy_", self, src);
   check_writable("copy_", self);
+  check_no_partial_overlap("copy_", self, src);
   if (src.shares_storage(self) && !src.is_same(self)) src = src.clone();
   if (self.numel() > 0) kernels::copy_into(src, self);
   return {self};

@@ -1,5 +1,6 @@
 #pragma once
 // td's exception types. Messages start with "[op]" and name the shapes involved.
+#include <initializer_list>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -40,6 +41,24 @@ std::string cat_str(Args&&... args) {
 template <class E, class... Args>
 [[noreturn]] void throw_error(Args&&... args) {
   throw E(detail::cat_str(std::forward<Args>(args)...));
+}
+
+// The TypeError of an op with no bool kernel (torch's "not implemented for 'Bool'"):
+// "[op] is not implemented for bool tensors (shape [2, 3])", "(shapes [2] and [1])" for two
+// operands, then `hint`.
+[[noreturn]] inline void throw_bool_not_implemented(const char* op,
+                                                    std::initializer_list<Shape> shapes,
+                                                    const char* hint = "") {
+  std::ostringstream os;
+  os << "[" << op << "] is not implemented for bool tensors (shape"
+     << (shapes.size() > 1 ? "s" : "");
+  const char* sep = " ";
+  for (const Shape& s : shapes) {
+    os << sep << s;
+    sep = " and ";
+  }
+  os << ")" << hint;
+  throw TypeError(os.str());
 }
 
 }  // namespace td

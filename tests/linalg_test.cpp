@@ -415,7 +415,17 @@ TEST_CASE("linear errors") {
       "bias");
   CHECK_THROWS_AS(linear(scalar_tensor(1.0), ones({1, 1})), ValueError);
   Tensor bl = tensor<bool>({true, false}, {1, 2});
-  check_throws_mentioning<TypeError>([&] { linear(bl, bl); }, "[linear]");
+  // one message for every op without a bool kernel (torch: "addmm_impl_cpu_" not implemented
+  // for 'Bool')
+  check_throws_mentioning<TypeError>(
+      [&] { linear(bl, bl); },
+      "[linear] is not implemented for bool tensors (shapes [1, 2] and [1, 2])");
+  check_throws_mentioning<TypeError>(
+      [&] { matmul(bl, bl.t()); },
+      "[matmul] is not implemented for bool tensors (shapes [1, 2] and [2, 1])");
+  check_throws_mentioning<TypeError>(
+      [&] { kernels::bmm(bl.unsqueeze(0), bl.t().unsqueeze(0)); },
+      "[bmm] is not implemented for bool tensors (shapes [1, 1, 2] and [1, 2, 1])");
 }
 
 TEST_CASE("threads: a batched matmul split across threads equals the one-thread result") {

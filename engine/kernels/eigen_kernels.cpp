@@ -248,8 +248,8 @@ void bmm_int(const Tensor& a, const Tensor& b, const Tensor& out) {
       }
 }
 
-void check_gemm_dtype(const char* op, DType t) {
-  if (t == DType::Bool) throw_error<TypeError>("[", op, "] not implemented for bool tensors");
+void check_gemm_dtype(const char* op, const Tensor& a, const Tensor& b) {
+  if (a.dtype() == DType::Bool) throw_bool_not_implemented(op, {a.shape(), b.shape()});
 }
 
 }  // namespace
@@ -267,7 +267,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
     throw_error<ValueError>("[bmm] expects 3-D operands, got ", a.shape(), " and ", b.shape());
   if (a.dtype() != b.dtype())
     throw_error<TypeError>("[bmm] dtype mismatch: ", a.dtype(), " and ", b.dtype());
-  check_gemm_dtype("bmm", a.dtype());
+  check_gemm_dtype("bmm", a, b);
   const int64_t ba = a.size(0), bb = b.size(0);
   if (a.size(2) != b.size(1) || (ba != bb && ba != 1 && bb != 1))
     throw_error<ValueError>("[bmm] shapes ", a.shape(), " and ", b.shape(),
@@ -302,7 +302,7 @@ Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) 
     throw_error<ValueError>("[gemm_nt] bias of shape ", bias.shape(), " for weight ", w.shape());
   if (x.dtype() != w.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
     throw_error<TypeError>("[gemm_nt] dtype mismatch: ", x.dtype(), " and ", w.dtype());
-  check_gemm_dtype("gemm_nt", x.dtype());
+  check_gemm_dtype("gemm_nt", x, w);
   Tensor out = Tensor::empty({bt, x.size(1), w.size(1)}, x.dtype());
   count_kernel(KernelKind::Gemm);
   if (out.numel() == 0) return out;

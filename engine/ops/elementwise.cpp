@@ -35,9 +35,8 @@ std::vector<Tensor> float_unary(const char* op, UnaryKind kind, std::span<const 
 std::vector<Tensor> same_unary(const char* op, UnaryKind kind, std::span<const Tensor> in) {
   const Tensor& x = only_input(op, in);
   if (x.dtype() == DType::Bool)
-    throw_error<TypeError>("[", op, "] is not supported for bool tensors (shape ",
-                           shape_str(x.shape()), ")",
-                           kind == UnaryKind::Neg ? "; use logical_not to invert a mask" : "");
+    throw_bool_not_implemented(op, {x.shape()},
+                               kind == UnaryKind::Neg ? "; use logical_not to invert a mask" : "");
   return {kernels::unary(kind, x, x.dtype())};
 }
 
@@ -82,9 +81,7 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
     case BinaryKind::Fmod:
       // torch has none of these for bool (true ** true, true % true): an operand of another
       // dtype promotes it
-      if (compute == DType::Bool)
-        throw_error<TypeError>("[", op, "] is not implemented for bool tensors (shapes ",
-                               shape_str(a.shape()), " and ", shape_str(b.shape()), ")");
+      if (compute == DType::Bool) throw_bool_not_implemented(op, {a.shape(), b.shape()});
       // as torch: an integer division by zero is an error (a float one gives NaN)
       if (kind != BinaryKind::Pow && !is_floating(compute)) {
         const std::vector<int64_t> v = b.to_vector<int64_t>();

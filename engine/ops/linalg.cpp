@@ -74,7 +74,7 @@ namespace impl {
 DType gemm_dtype(const char* op, DType a, DType b, const char* what, const Shape& sa,
                  const Shape& sb) {
   DType t = promote_types(a, b);
-  if (t == DType::Bool) throw_error<TypeError>("[", op, "] not implemented for bool tensors");
+  if (t == DType::Bool) throw_bool_not_implemented(op, {sa, sb});
   if (is_floating(a) != is_floating(b) || (a == DType::Bool) != (b == DType::Bool))
     throw_error<TypeError>("[", op, "] operands of ", what, "s ", sa, " and ", sb, " have dtypes ",
                            dtype_name(a), " and ", dtype_name(b),

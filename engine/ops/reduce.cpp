@@ -49,8 +49,7 @@ std::vector<Tensor> run_reduce(const char* op, ReduceKind kind, std::span<const 
                            dtype_name(x.dtype()), " needs a floating dtype");
   const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
   if (arg && x.dtype() == DType::Bool)  // as torch ("argmax_cpu" not implemented for 'Bool')
-    throw_error<TypeError>("[", op, "] is not implemented for bool tensors (shape ",
-                           shape_str(x.shape()), "); max or min with a dim gives the indices");
+    throw_bool_not_implemented(op, {x.shape()}, "; max or min with a dim gives the indices");
   const bool needs_elements = kind == ReduceKind::Amax || kind == ReduceKind::Amin ||
                               kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
   if (needs_elements) {

@@ -214,11 +214,14 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
       fail("entry '", key, "' has unknown dtype '", item.dtype,
            "' (supported: F32, F64, I64, BOOL, F16, BF16, I32, I16, I8, U8)");
     uint64_t numel = 1;
+    // a zero dim anywhere makes the entry empty, whatever the other dims ([2, 3, 0] needs no data)
+    const bool empty =
+        std::any_of(v["shape"].begin(), v["shape"].end(), [](const json& d) { return d == 0; });
     for (const auto& d : v["shape"]) {
       if (!d.is_number_unsigned()) fail("entry '", key, "' has a bad shape");
       uint64_t s = d.get<uint64_t>();
       if (s > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
-          (s != 0 && numel > data_size / s + 1))
+          (!empty && numel > data_size / s + 1))
         fail("entry '", key, "' has a shape larger than the file");
       numel *= s;
       item.shape.push_back(static_cast<int64_t>(s));

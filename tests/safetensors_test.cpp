@@ -102,6 +102,20 @@ TEST_CASE("safetensors round trip of a nested TensorDict of every dtype") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("safetensors: an empty entry with large dims before its zero loads") {
+  // the size guard used to multiply the dims before the zero and compare with the data size
+  std::string path = tmp_path("empty_only");
+  write_bytes(path,
+              file_of(R"({"x":{"dtype":"F32","shape":[2,2,2,0,3],"data_offsets":[0,0]}})", ""));
+  TensorDict r = TensorDict::load_safetensors(path);
+  CHECK(r.get("x").shape() == Shape{2, 2, 2, 0, 3});
+  TensorDict d({4});  // td's own writer
+  d.set("w", zeros({4, 5, 0}));
+  d.save_safetensors(path);
+  CHECK(TensorDict::load_safetensors(path).get("w").shape() == Shape{4, 5, 0});
+  std::remove(path.c_str());
+}
+
 TEST_CASE("safetensors: a file written by the PyTorch-side script loads with nesting") {
   TensorDict g =
       TensorDict::load_safetensors(std::string(TD_TEST_DATA_DIR) + "/modules/mlp.safetensors");

@@ -735,6 +735,19 @@ TEST_CASE("every module kind: functional_vmap equals the modules called one by o
   }
 }
 
+TEST_CASE("BatchNorm in training on an empty batch: empty output, stats kept, counter counts") {
+  // as torch 1.13's BatchNorm1d(2).train()(zeros(0, 2)) per set
+  std::vector<std::shared_ptr<nn::Module>> nets;
+  for (int i = 0; i < 3; ++i) nets.push_back(std::make_shared<nn::BatchNorm1d>(2));
+  TensorDict params = TensorDict::from_modules(nets);
+  nets[0]->train();
+  Value y = nn::functional_vmap(*nets[0], {.params = params, .args = {zeros({0, 2})}});
+  CHECK(y.tensor().shape() == Shape{3, 0, 2});
+  CHECK(params.get("running_mean").to_vector<float>() == std::vector<float>(6, 0.f));
+  CHECK(params.get("running_var").to_vector<float>() == std::vector<float>(6, 1.f));
+  CHECK(params.get("num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>(3, 1));
+}
+
 // Also with the root in eval and only the BatchNorm in training (the snapshot looked at the root).
 TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffers back") {
   manual_seed(9);

@@ -202,6 +202,17 @@ TEST_CASE("batch_norm: hand values, eval mode, 2-D input, strided running stats"
   CHECK(batch_norm(ones({0, 3}), ones({3}), ones({3})).shape() == Shape{0, 3});
 }
 
+TEST_CASE("batch_norm training on an empty batch: empty output, running stats unchanged") {
+  // as torch 1.13: F.batch_norm(x[0, 2, *], rm, rv, training=True) is empty and leaves rm, rv
+  for (Shape s : {Shape{0, 2}, Shape{0, 2, 3}, Shape{4, 2, 0}}) {
+    Tensor rm = tensor({0.5f, -1.f}), rv = tensor({2.f, 3.f});
+    Tensor y = batch_norm(zeros(s), rm, rv, {}, {}, true, 0.1, 1e-5);
+    CHECK(y.shape() == s);
+    CHECK(rm.to_vector<float>() == std::vector<float>{0.5f, -1.f});
+    CHECK(rv.to_vector<float>() == std::vector<float>{2.f, 3.f});
+  }
+}
+
 TEST_CASE("batch_norm errors") {
   check_throws_mentioning<ValueError>([] { batch_norm(ones({3}), ones({3}), ones({3})); },
                                       "[batch_norm]");
@@ -213,6 +224,7 @@ TEST_CASE("batch_norm errors") {
   CHECK_THROWS_AS(batch_norm(ones({2, 3}), ones({3}), ones({3}), ones({2})), ValueError);
   CHECK_THROWS_AS(batch_norm(ones({2, 3}), {}, {}, {}, {}, false), ValueError);
   CHECK_THROWS_AS(batch_norm(ones({1, 3}), {}, {}, {}, {}, true), ValueError);
+  CHECK_THROWS_AS(batch_norm(ones({1, 3, 1}), {}, {}, {}, {}, true), ValueError);
   CHECK_THROWS_AS(batch_norm(ones({2, 3}), ones({3}), {}, {}, {}, true), ValueError);
   check_throws_mentioning<TypeError>(
       [] {

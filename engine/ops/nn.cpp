@@ -362,7 +362,8 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   const int64_t n = x.size(0);
   const int64_t s = x.dim() > 2 ? shape_numel(Shape(x.shape().begin() + 2, x.shape().end())) : 1;
   const int64_t per_channel = n * s;
-  if (training && per_channel <= 1)
+  // as torch: an empty batch passes (empty output, running stats unchanged); one value does not
+  if (training && per_channel == 1)
     throw_error<ValueError>(
         "[batch_norm] expected more than 1 value per channel when training, "
         "got input of shape ",
@@ -384,7 +385,7 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
       batch_norm_loop(xc.data<double>(), out.data<double>(), n, c, s, training, mean, var, wv, bv,
                       eps);
   }
-  if (training && rm.defined()) {
+  if (training && rm.defined() && per_channel > 0) {
     // PyTorch: running stats take the unbiased batch variance.
     std::vector<double> old_m = rm.to_vector<double>(), old_v = rv.to_vector<double>();
     const double unbias = static_cast<double>(per_channel) / static_cast<double>(per_channel - 1);

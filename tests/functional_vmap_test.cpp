@@ -746,6 +746,14 @@ TEST_CASE("BatchNorm in training on an empty batch: empty output, stats kept, co
   CHECK(params.get("running_mean").to_vector<float>() == std::vector<float>(6, 0.f));
   CHECK(params.get("running_var").to_vector<float>() == std::vector<float>(6, 1.f));
   CHECK(params.get("num_batches_tracked").to_vector<int64_t>() == std::vector<int64_t>(3, 1));
+  // one value per channel is an error naming the per-set shape, not the channel-folded one
+  for (bool loop : {false, true}) {
+    std::string m = message_of([&] {
+      nn::functional_vmap(*nets[0], {.params = params, .args = {zeros({1, 2, 1})}, .loop = loop});
+    });
+    CHECK(test::has(m, "more than 1 value per channel"));
+    CHECK(test::has(m, "[1, 2, 1]"));
+  }
 }
 
 // Also with the root in eval and only the BatchNorm in training (the snapshot looked at the root).

@@ -47,8 +47,9 @@ DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, D
 // with their vmap rules as check_linear is.
 void check_layer_norm(const char* what, const Shape& x, const Shape& ns, const Shape* w,
                       const Shape* b);
+// In training, batch_norm also needs more than one value per channel (none is fine).
 void check_batch_norm(const char* kind, const Shape& x, const Shape* rm, const Shape* rv,
-                      const Shape* w, const Shape* b);
+                      const Shape* w, const Shape* b, bool training);
 // t (the shape of `what`) must be [c] for an input of shape xs
 void check_channels(const char* op, const char* what, const Shape* t, int64_t c, const char* kind,
                     const Shape& xs);

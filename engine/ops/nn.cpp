@@ -296,7 +296,7 @@ void check_channels(const char* op, const char* what, const Shape* t, int64_t c,
 }
 
 void check_batch_norm(const char* kind, const Shape& x, const Shape* rm, const Shape* rv,
-                      const Shape* w, const Shape* b) {
+                      const Shape* w, const Shape* b, bool training) {
   if (x.size() < 2)
     throw_error<ValueError>("[batch_norm] expects an input [N, C, *] of at least 2 dims, got ",
                             kind, " ", x);
@@ -304,6 +304,13 @@ void check_batch_norm(const char* kind, const Shape& x, const Shape* rm, const S
   check_channels("batch_norm", "running_var", rv, x[1], kind, x);
   check_channels("batch_norm", "weight", w, x[1], kind, x);
   check_channels("batch_norm", "bias", b, x[1], kind, x);
+  // as torch: an empty batch passes (empty output, running stats unchanged); one value does not
+  const bool one_value =
+      x[0] == 1 && std::all_of(x.begin() + 2, x.end(), [](int64_t d) { return d == 1; });
+  if (training && one_value)
+    throw_error<ValueError>(
+        "[batch_norm] expected more than 1 value per channel when training, got input of ", kind,
+        " ", x);
 }
 
 void check_layer_norm(const char* what, const Shape& x, const Shape& ns, const Shape* w,
@@ -350,7 +357,7 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   const bool training = a.training;
   const double momentum = a.alpha, eps = a.beta;
   check_batch_norm("shape", x.shape(), shape_or_null(rm), shape_or_null(rv), shape_or_null(w),
-                   shape_or_null(b));
+                   shape_or_null(b), training);
   check_floating("batch_norm", x);
   const int64_t c = x.size(1);
   check_same_dtype("batch_norm", x, w, "weight");
@@ -362,12 +369,6 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   const int64_t n = x.size(0);
   const int64_t s = x.dim() > 2 ? shape_numel(Shape(x.shape().begin() + 2, x.shape().end())) : 1;
   const int64_t per_channel = n * s;
-  // as torch: an empty batch passes (empty output, running stats unchanged); one value does not
-  if (training && per_channel == 1)
-    throw_error<ValueError>(
-        "[batch_norm] expected more than 1 value per channel when training, "
-        "got input of shape ",
-        x.shape());
   std::vector<double> mean(c), var(c);
   if (!training) {
     mean = rm.to_vector<double>();

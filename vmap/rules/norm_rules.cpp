@@ -43,7 +43,7 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   bool training = attrs.training;
   // the folded call below sees B*C channels: check the per-set shapes as a call per set would
   impl::check_batch_norm("per-set shape", per_set_shape(x), OptShape(rm).get(), OptShape(rv).get(),
-                         OptShape(w).get(), OptShape(b).get());
+                         OptShape(w).get(), OptShape(b).get(), attrs.training);
   bool stats_batched = rm.bdim || rv.bdim;
   if (x.bdim && training && ((rm.value.defined() && !rm.bdim) || (rv.value.defined() && !rv.bdim)))
     throw_error<RuntimeError>(

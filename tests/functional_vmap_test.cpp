@@ -756,6 +756,23 @@ TEST_CASE("BatchNorm in training on an empty batch: empty output, stats kept, co
   }
 }
 
+TEST_CASE("BatchNorm without running stats: a weight of another dtype is a TypeError, as per set") {
+  // as torch: BatchNorm1d(2, track_running_stats=False)(x.double()) raises for a float weight
+  std::vector<std::shared_ptr<nn::Module>> nets;
+  for (int i = 0; i < 3; ++i)
+    nets.push_back(std::make_shared<nn::BatchNorm1d>(2, 1e-5, 0.1, true, false));
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({4, 2}).to(kFloat64);
+  for (bool training : {false, true})
+    for (bool loop : {false, true}) {
+      nets[0]->train(training);
+      CAPTURE(training);
+      CAPTURE(loop);
+      CHECK_THROWS_AS(nn::functional_vmap(*nets[0], {.params = params, .args = {x}, .loop = loop}),
+                      TypeError);
+    }
+}
+
 // Also with the root in eval and only the BatchNorm in training (the snapshot looked at the root).
 TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffers back") {
   manual_seed(9);

@@ -44,6 +44,10 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   // the folded call below sees B*C channels: check the per-set shapes as a call per set would
   impl::check_batch_norm("per-set shape", per_set_shape(x), OptShape(rm).get(), OptShape(rv).get(),
                          OptShape(w).get(), OptShape(b).get(), attrs.training);
+  // the affine-only path applies w and b after the op (where mul would promote): check them here
+  impl::check_floating("batch_norm", x.value);
+  impl::check_same_dtype("batch_norm", x.value, w.value, "weight");
+  impl::check_same_dtype("batch_norm", x.value, b.value, "bias");
   bool stats_batched = rm.bdim || rv.bdim;
   if (x.bdim && training && ((rm.value.defined() && !rm.bdim) || (rv.value.defined() && !rv.bdim)))
     throw_error<RuntimeError>(

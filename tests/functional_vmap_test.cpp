@@ -773,6 +773,25 @@ TEST_CASE("BatchNorm without running stats: a weight of another dtype is a TypeE
     }
 }
 
+TEST_CASE("BatchNorm: running stats of another dtype than the input are a TypeError") {
+  // as torch's "mixed dtype" error: float32 stats with a float64 input, no affine
+  std::vector<std::shared_ptr<nn::Module>> nets;
+  for (int i = 0; i < 3; ++i)
+    nets.push_back(std::make_shared<nn::BatchNorm1d>(2, 1e-5, 0.1, false, true));
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({4, 2}).to(kFloat64);
+  for (bool training : {false, true})
+    for (bool loop : {false, true}) {
+      nets[0]->train(training);
+      CAPTURE(training);
+      CAPTURE(loop);
+      CHECK_THROWS_AS(nn::functional_vmap(*nets[0], {.params = params, .args = {x}, .loop = loop}),
+                      TypeError);
+      CHECK(params.get("running_mean").to_vector<float>() == std::vector<float>(6, 0.f));
+    }
+  CHECK_THROWS_AS(batch_norm(x, zeros({2}), ones({2})), TypeError);
+}
+
 // Also with the root in eval and only the BatchNorm in training (the snapshot looked at the root).
 TEST_CASE("an exception after BatchNorm updated its stats puts the stacked buffers back") {
   manual_seed(9);

@@ -362,6 +362,8 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   const int64_t c = x.size(1);
   check_same_dtype("batch_norm", x, w, "weight");
   check_same_dtype("batch_norm", x, b, "bias");
+  check_same_dtype("batch_norm", x, rm, "running_mean");
+  check_same_dtype("batch_norm", x, rv, "running_var");
   if (!training && (!rm.defined() || !rv.defined()))
     throw_error<ValueError>("[batch_norm] running_mean and running_var must be given in eval mode");
   if (rm.defined() != rv.defined())

@@ -40,10 +40,10 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   auto get = [&](size_t i) { return in.size() > i ? in[i] : Batched{}; };
   Batched x = in[0], rm = get(1), rv = get(2), w = get(3), b = get(4);
   int64_t bsz = ctx.batch_size;
-  bool training = attrs.training;
+  const bool training = attrs.training;
   // the folded call below sees B*C channels: check the per-set shapes as a call per set would
   impl::check_batch_norm("per-set shape", per_set_shape(x), OptShape(rm).get(), OptShape(rv).get(),
-                         OptShape(w).get(), OptShape(b).get(), attrs.training);
+                         OptShape(w).get(), OptShape(b).get(), training);
   // the affine-only path applies w and b after the op (where mul would promote): check them here
   impl::check_floating("batch_norm", x.value);
   impl::check_same_dtype("batch_norm", x.value, w.value, "weight");

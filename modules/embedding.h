@@ -1,15 +1,21 @@
 #pragma once
 // Embedding: a lookup table, weight [num_embeddings, embedding_dim] drawn from N(0, 1).
+#include <optional>
+
 #include "modules/module.h"
 
 namespace td::nn {
 
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t embedding_dim);
+  // padding_idx (negative counts from the end) starts as a zero row; without autograd that is
+  // all it changes: the row is looked up as any other.
+  Embedding(int64_t num_embeddings, int64_t embedding_dim,
+            std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& input);  // int64 indices -> [..., embedding_dim]
 
   int64_t num_embeddings, embedding_dim;
+  std::optional<int64_t> padding_idx;  // in [0, num_embeddings), as torch stores it
   Param weight;
 
  protected:

@@ -233,6 +233,22 @@ TEST_CASE("initialisation follows PyTorch and the seeded generator") {
   var /= w.size();
   CHECK(std::abs(mean) < 0.05);
   CHECK(std::abs(var - 1.0) < 0.05);
+  // padding_idx (negative from the end, as torch) starts as a zero row and is looked up as any
+  nn::Embedding pe(5, 3, -2);
+  REQUIRE(pe.padding_idx == 3);
+  for (int64_t r = 0; r < 5; ++r) {
+    CAPTURE(r);
+    CHECK(equal(pe.weight.get()[r], zeros({3})) == (r == 3));
+  }
+  Tensor looked = pe.forward(tensor(std::vector<int64_t>{3, 0}, {2}));
+  CHECK(equal(looked[0], zeros({3})));
+  CHECK(equal(looked[1], pe.weight.get()[0]));
+  std::ostringstream printed;
+  printed << pe;
+  CHECK(printed.str() == "Embedding(5, 3, padding_idx=3)");
+  CHECK_FALSE(nn::Embedding(5, 3).padding_idx.has_value());
+  check_throws_mentioning<ValueError>([] { nn::Embedding(5, 3, 5); }, "padding_idx");
+  check_throws_mentioning<ValueError>([] { nn::Embedding(5, 3, -6); }, "padding_idx");
 
   nn::LayerNorm ln(Shape{2, 3});
   CHECK(ln.weight->to_vector<float>() == std::vector<float>(6, 1.f));

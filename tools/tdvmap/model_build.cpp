@@ -305,9 +305,9 @@ const std::map<std::string, ModuleKind>& kinds() {
                        {"sparse", bool_v(false)}},
                       false,
                       [](Args& a) {
-                        a.require_default("padding_idx", none());
                         a.require_default("max_norm", none());
-                        return make<td::nn::Embedding>(a.i("num_embeddings"), a.i("embedding_dim"));
+                        return make<td::nn::Embedding>(a.i("num_embeddings"), a.i("embedding_dim"),
+                                                       a.opt_i("padding_idx"));
                       }};
     t["MultiheadAttention"] = {{{"embed_dim", std::nullopt},
                                 {"num_heads", std::nullopt},

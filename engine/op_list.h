@@ -38,7 +38,7 @@
   X(layer_norm, Norm) X(batch_norm, Norm)                                               \
   /* Conv: conv2d(x, w, b?) stride, padding, dilation, groups */                       \
   X(conv2d, Conv)                                                                      \
-  /* Pool: sizes = kernel, stride, padding, dilation (max only) */                     \
+  /* Pool: sizes = kernel, stride, padding; max only: dilation, flag = ceil_mode */     \
   X(max_pool2d, Pool) X(avg_pool2d, Pool)                                               \
   /* Embedding: embedding(indices, weight) */                                          \
   X(embedding, Embedding)                                                              \

@@ -259,8 +259,11 @@ struct IntOrList {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
               const IntOrList& stride = {1, 1}, const IntOrList& padding = {0, 0},
               const IntOrList& dilation = {1, 1}, int64_t groups = 1);
+// ceil_mode: as torch's, the output length rounds up (a last window running past the end takes
+// the elements that exist), but no window starts in the right padding only.
 Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
-                  const IntOrList& padding = {0, 0}, const IntOrList& dilation = {1, 1});
+                  const IntOrList& padding = {0, 0}, const IntOrList& dilation = {1, 1},
+                  bool ceil_mode = false);
 Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
                   const IntOrList& padding = {0, 0});
 Tensor embedding(const Tensor& indices, const Tensor& weight);

@@ -6,20 +6,33 @@
 
 namespace td::nn {
 
-MaxPool2d::MaxPool2d(Size2 k, std::optional<Size2> s, Size2 p, Size2 d)
-    : kernel_size(k), stride(s ? *s : k), padding(p), dilation(d) {
+MaxPool2d::MaxPool2d(Size2 k, std::optional<Size2> s, Size2 p, Size2 d, bool c)
+    : kernel_size(k), stride(s ? *s : k), padding(p), dilation(d), ceil_mode(c) {
   register_method("forward", &MaxPool2d::forward, {"input"});
 }
 
 Tensor MaxPool2d::forward(const Tensor& input) {
-  return max_pool2d(input, kernel_size.list(), stride.list(), padding.list(), dilation.list());
+  return max_pool2d(input, kernel_size.list(), stride.list(), padding.list(), dilation.list(),
+                    ceil_mode);
 }
+
+namespace {
+// As torch prints a size given as one integer ("2"); a non-square one as a tuple ("(2, 3)").
+std::string size_repr(const Size2& v) {
+  std::ostringstream os;
+  if (v.h == v.w)
+    os << v.h;
+  else
+    os << "(" << v.h << ", " << v.w << ")";
+  return os.str();
+}
+}  // namespace
 
 std::string MaxPool2d::extra_repr() const {
   std::ostringstream os;
-  os << "kernel_size=(" << kernel_size.h << ", " << kernel_size.w << "), stride=(" << stride.h
-     << ", " << stride.w << "), padding=(" << padding.h << ", " << padding.w << "), dilation=("
-     << dilation.h << ", " << dilation.w << ")";
+  os << "kernel_size=" << size_repr(kernel_size) << ", stride=" << size_repr(stride)
+     << ", padding=" << size_repr(padding) << ", dilation=" << size_repr(dilation)
+     << ", ceil_mode=" << (ceil_mode ? "True" : "False");
   return os.str();
 }
 

@@ -126,6 +126,23 @@ TEST_CASE("golden: MaxPool2d") {
               g.get("output_dilated"), "dilated");
 }
 
+TEST_CASE("MaxPool2d: ceil_mode and printing like PyTorch") {
+  nn::MaxPool2d m(2, 2, 0, 1, true);
+  CHECK(m.ceil_mode);
+  CHECK_FALSE(nn::MaxPool2d(2).ceil_mode);
+  // nn.MaxPool2d(2, 2, ceil_mode=True)(torch.arange(25.).view(1, 1, 5, 5))
+  Tensor y = m.forward(arange(25).to(kFloat32).reshape({1, 1, 5, 5}));
+  CHECK(y.shape() == Shape{1, 1, 3, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{6, 8, 9, 16, 18, 19, 21, 23, 24});
+  std::ostringstream os;
+  os << m;
+  CHECK(os.str() == "MaxPool2d(kernel_size=2, stride=2, padding=0, dilation=1, ceil_mode=True)");
+  std::ostringstream os2;
+  os2 << nn::MaxPool2d(nn::Size2{2, 3});
+  CHECK(os2.str() ==
+        "MaxPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0, dilation=1, ceil_mode=False)");
+}
+
 TEST_CASE("golden: Embedding") {
   TensorDict g = golden("embedding");
   auto m = std::make_shared<nn::Embedding>(10, 4);

@@ -472,6 +472,57 @@ TEST_CASE("conv and pool size parameters accept one integer for both dims") {
   check_throws_naming_op<ValueError>([&] { max_pool2d(x, 0); }, "max_pool2d");
 }
 
+TEST_CASE("max_pool2d ceil_mode: values from PyTorch") {
+  const auto a = [](int64_t h, int64_t w) {
+    return arange(h * w).to(kFloat32).reshape({1, 1, h, w});
+  };
+  // F.max_pool2d(arange(25.).view(1, 1, 5, 5), 2, 2, ceil_mode=True): the last row and column
+  // of windows hold only the elements that exist
+  Tensor y = max_pool2d(a(5, 5), 2, 2, 0, 1, true);
+  CHECK(y.shape() == Shape{1, 1, 3, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{6, 8, 9, 16, 18, 19, 21, 23, 24});
+  CHECK(max_pool2d(a(5, 5), 2, 2).shape() == Shape{1, 1, 2, 2});  // ceil_mode defaults to false
+  // F.max_pool2d(arange(36.).view(1, 1, 6, 6), 3, 2, 1, ceil_mode=True): with padding
+  y = max_pool2d(a(6, 6), 3, 2, 1, 1, true);
+  CHECK(y.shape() == Shape{1, 1, 4, 4});
+  CHECK(y.to_vector<float>() ==
+        std::vector<float>{7, 9, 11, 11, 19, 21, 23, 23, 31, 33, 35, 35, 31, 33, 35, 35});
+  // F.max_pool2d(arange(64.).view(1, 1, 8, 8), 2, 2, 0, 2, ceil_mode=True): dilation 2, the
+  // last window [6, 8) has one tap inside
+  y = max_pool2d(a(8, 8), 2, 2, 0, 2, true);
+  CHECK(y.shape() == Shape{1, 1, 4, 4});
+  CHECK(y.to_vector<float>() ==
+        std::vector<float>{18, 20, 22, 22, 34, 36, 38, 38, 50, 52, 54, 54, 50, 52, 54, 54});
+  // F.max_pool2d(arange(30.).view(1, 1, 5, 6), (2, 3), 2, (1, 0), ceil_mode=True): along H,
+  // ceil(5 / 2) + 1 = 4 windows, but the 4th would start at 6 >= 5 + 1 (right padding only), so
+  // 3; along W, ceil(3 / 2) + 1 = 3 (floor mode: 2)
+  y = max_pool2d(a(5, 6), {2, 3}, 2, {1, 0}, 1, true);
+  CHECK(y.shape() == Shape{1, 1, 3, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{2, 4, 5, 14, 16, 17, 26, 28, 29});
+  CHECK(max_pool2d(a(5, 6), {2, 3}, 2, {1, 0}).shape() == Shape{1, 1, 3, 2});
+  // output lengths against the formula (checked against PyTorch for L < 12, k, s < 5, p <= k/2,
+  // d < 3): ceil((L + 2p - d(k-1) - 1) / s) + 1, less one if the last window starts at >= L + p
+  for (int64_t L = 1; L < 12; ++L)
+    for (int64_t k = 1; k < 5; ++k)
+      for (int64_t s = 1; s < 5; ++s)
+        for (int64_t p = 0; p <= k / 2; ++p)
+          for (int64_t d = 1; d < 3; ++d) {
+            const int64_t room = L + 2 * p - d * (k - 1) - 1;
+            if (room < 0) continue;
+            int64_t out = (room + s - 1) / s + 1;
+            if ((out - 1) * s >= L + p) --out;
+            CAPTURE(L);
+            CAPTURE(k);
+            CAPTURE(s);
+            CAPTURE(p);
+            CAPTURE(d);
+            CHECK(max_pool2d(ones({1, L, 1}), {k, 1}, {s, 1}, {p, 0}, {d, 1}, true).shape() ==
+                  Shape{1, out, 1});
+          }
+  // the existing checks still hold: padding at most half the kernel
+  check_throws_naming_op<ValueError>([&] { max_pool2d(a(5, 5), 2, 2, 2, 1, true); }, "max_pool2d");
+}
+
 TEST_CASE("conv2d and pools: empty kernels and overflowing geometry are errors") {
   const int64_t big = int64_t{1} << 62, huge = int64_t{1} << 40;
   check_throws_mentioning<ValueError>(

@@ -295,6 +295,12 @@ std::vector<Case> make_cases() {
         return max_pool2d(x[0], {2, 2});
       },
       Kind::Exact);
+  add_case(
+      OpId::max_pool2d, "max_pool2d_ceil_mode", one({1, 2, 7, 6}),
+      [](const Tensors& x) {
+        return max_pool2d(x[0], {3, 2}, {2, 2}, {1, 1}, {1, 1}, true);
+      },
+      Kind::Exact);
   add_case(OpId::avg_pool2d, "avg_pool2d", one({1, 2, 6, 6}), [](const Tensors& x) {
     return avg_pool2d(x[0], {3, 3}, {2, 2}, {1, 1});
   });

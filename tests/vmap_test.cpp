@@ -528,6 +528,28 @@ TEST_CASE("vmap: rules refuse what a call per set refuses") {
   CHECK(vmap([](Tensor t) { return t.expand({2, 4}); })(x).shape() == Shape{3, 2, 4});
 }
 
+TEST_CASE("vmap: max_pool2d passes ceil_mode through") {
+  // 3 sets of [2, 5, 5]: 2x2 windows, stride 2, ceil_mode: 3x3 per set, each equal to its own
+  // call; set i's channel c is arange(25) + 25 (2i + c), so the maxima are hand values
+  Tensor x = arange(150).to(kFloat32).reshape({3, 2, 5, 5});
+  Tensor y = vmap([](Tensor t) { return max_pool2d(t, 2, 2, 0, 1, true); })(x);
+  REQUIRE(y.shape() == Shape{3, 2, 3, 3});
+  const std::vector<float> base{6, 8, 9, 16, 18, 19, 21, 23, 24};
+  for (int64_t i = 0; i < 3; ++i) {
+    CHECK(allclose(y[i], max_pool2d(x[i], 2, 2, 0, 1, true)));
+    for (int64_t c = 0; c < 2; ++c) {
+      std::vector<float> want = base;
+      for (float& v : want) v += static_cast<float>(25 * (2 * i + c));
+      CHECK(y[i][c].to_vector<float>() == want);
+    }
+  }
+  // a batched 4-D input (sets folded into N), with the out -= 1 rule along H
+  Tensor x4 = arange(60).to(kFloat32).reshape({2, 1, 1, 5, 6});
+  Tensor y4 = vmap([](Tensor t) { return max_pool2d(t, {2, 3}, 2, {1, 0}, 1, true); })(x4);
+  REQUIRE(y4.shape() == Shape{2, 1, 1, 3, 3});
+  CHECK(y4[1].to_vector<float>() == std::vector<float>{32, 34, 35, 44, 46, 47, 56, 58, 59});
+}
+
 TEST_CASE("vmap: embedding with stacked tables rejects out-of-range indices") {
   Tensor w = ones({2, 5, 3});
   auto f = vmap([](Tensor i, Tensor t) { return embedding(i, t); }, {.in_dims = {std::nullopt, 0}});

@@ -194,6 +194,19 @@ void scatter_conv(const T* res, T* out, const ConvGeom& g, int64_t cout, int64_t
   }
 }
 
+// Output length of a pool over n (input length L, padding p), room = L + 2p - d(k-1) - 1 >= 0.
+// ceil_mode (torch's rule): ceil(room / s) + 1, less one if the last window would start at or past
+// L + p, that is in the right padding only. Windows past the end take the elements that exist.
+int64_t pool_out(int64_t room, int64_t s, int64_t n, int64_t p, bool ceil_mode) {
+  int64_t steps = room / s;
+  if (ceil_mode && room % s != 0) {
+    ++steps;
+    int64_t last_start;  // steps * s; on overflow it is certainly past n + p (<= INT64_MAX)
+    if (__builtin_mul_overflow(steps, s, &last_start) || last_start >= n + p) --steps;
+  }
+  return steps + 1;
+}
+
 struct PoolGeom {
   int64_t n, c, h, w, oh, ow;
   std::array<int64_t, 2> k, stride, pad, dil;
@@ -224,8 +237,9 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
   if (ny < 0 || nx < 0)
     throw_error<ValueError>("[", op, "] input of ", kind, " ", x, " is too small for kernel ",
                             a.sizes, " with padding ", g.pad[0], "x", g.pad[1]);
-  g.oh = ny / g.stride[0] + 1;
-  g.ow = nx / g.stride[1] + 1;
+  const bool ceil = with_dilation && a.flag;  // max_pool2d's ceil_mode
+  g.oh = pool_out(ny, g.stride[0], g.h, g.pad[0], ceil);
+  g.ow = pool_out(nx, g.stride[1], g.w, g.pad[1], ceil);
   return g;
 }
 
@@ -576,8 +590,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
 }
 
 Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride,
-                  const IntOrList& padding, const IntOrList& dilation) {
+                  const IntOrList& padding, const IntOrList& dilation, bool ceil_mode) {
   OpAttrs a;
+  a.flag = ceil_mode;
   a.sizes = kernel_size.values;
   a.stride = stride.values;
   a.padding = padding.values;

@@ -290,11 +290,11 @@ const std::map<std::string, ModuleKind>& kinds() {
                       false,
                       [](Args& a) {
                         a.require_default("return_indices", bool_v(false));
-                        a.require_default("ceil_mode", bool_v(false));
                         std::optional<td::nn::Size2> stride;
                         if (!a.is_none("stride")) stride = a.size2("stride");
                         return make<td::nn::MaxPool2d>(a.size2("kernel_size"), stride,
-                                                       a.size2("padding"), a.size2("dilation"));
+                                                       a.size2("padding"), a.size2("dilation"),
+                                                       a.b("ceil_mode"));
                       }};
     t["Embedding"] = {{{"num_embeddings", std::nullopt},
                        {"embedding_dim", std::nullopt},

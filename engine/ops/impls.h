@@ -73,6 +73,11 @@ void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim);
 // is 0-d, with room for one value. IndexError naming the index's (per-set) shape otherwise.
 void check_scalar_index_select(const Shape& index);
 
+// An in-place op's operand must broadcast to the written tensor's (per-set, `kind`) shape
+// without growing it: a ValueError naming op and both shapes. Shared with vmap's in-place rule,
+// whose physical layouts would broadcast an operand with more dims over the batch dim.
+void check_broadcasts_to(const char* op, const Shape& self, const Shape& other, const char* kind);
+
 // The words of the RuntimeError of an in-place write into an expanded tensor (a dim of size > 1
 // with stride 0), which functional_vmap recognises to name the params entry.
 inline constexpr const char* kExpandedWrite = "cannot write into an expanded tensor";

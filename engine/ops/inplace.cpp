@@ -28,14 +28,6 @@ void check_writable(const char* op, const Tensor& self) {
                                 "clone it first");
 }
 
-void check_broadcasts_to(const char* op, const Tensor& self, const Tensor& other) {
-  Shape b = broadcast_shapes(op, self.shape(), other.shape());
-  if (b != self.shape())
-    throw_error<ValueError>("[", op, "] operand of shape ", other.shape(),
-                            " does not broadcast to the shape ", self.shape(),
-                            " of the tensor written in place");
-}
-
 // torch's is_non_overlapping_and_dense: the elements fill numel consecutive slots, the dims in
 // some order.
 bool dense(const Shape& shape, const Strides& strides) {
@@ -78,7 +70,7 @@ void check_no_partial_overlap(const char* op, const Tensor& self, const Tensor& 
 // What an in-place binary op needs of self: other broadcasts to it, the op's result type casts
 // to its dtype, every element has its own memory, and other is self or does not overlap it.
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
-  check_broadcasts_to(op, self, other);
+  impl::check_broadcasts_to(op, self.shape(), other.shape(), "shape");
   if (!can_cast(result, self.dtype()))
     throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
                            " can't be cast to the desired output type ", dtype_name(self.dtype()));
@@ -100,6 +92,13 @@ std::vector<Tensor> binary_inplace(const char* op, kernels::BinaryKind kind,
 
 namespace impl {
 
+void check_broadcasts_to(const char* op, const Shape& self, const Shape& other, const char* kind) {
+  if (broadcast_shapes(op, self, other) != self)
+    throw_error<ValueError>("[", op, "] operand of ", kind, " ", other,
+                            " does not broadcast to the ", kind, " ", self,
+                            " of the tensor written in place");
+}
+
 std::vector<Tensor> add__impl(std::span<const Tensor> in, const OpAttrs&) {
   return binary_inplace("add_", kernels::BinaryKind::Add, in);
 }
@@ -111,7 +110,7 @@ std::vector<Tensor> mul__impl(std::span<const Tensor> in, const OpAttrs&) {
 std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
   const Tensor& self = in[0];
   Tensor src = in[1];
-  check_broadcasts_to("copy_", self, src);
+  check_broadcasts_to("copy_", self.shape(), src.shape(), "shape");
   check_writable("copy_", self);
   check_no_partial_overlap("copy_", self, src);
   if (src.shares_storage(self) && !src.is_same(self)) src = src.clone();

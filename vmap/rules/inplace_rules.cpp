@@ -1,6 +1,7 @@
 // In-place ops: self batched at this level is written through its physical layout, each set's
 // slice by its own values; a batched value into an unbatched self is an error.
 #include "engine/ops.h"
+#include "engine/ops/impls.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {
@@ -35,11 +36,7 @@ std::vector<Batched> inplace_rule(const RuleContext& ctx, std::span<const Batche
   for (size_t i = 1; i < in.size(); ++i) {
     // checked per set, as a call per set would: against the physical layout an operand with
     // more dims than self ([1, 4] into a per-set [4]) broadcast over the batch dim instead
-    const Shape os = per_set_shape(in[i]);
-    if (broadcast_shapes(name, ss, os) != ss)
-      throw_error<ValueError>("[", name, "] operand of per-set shape ", shape_str(os),
-                              " does not broadcast to the per-set shape ", shape_str(ss),
-                              " of the tensor written in place");
+    impl::check_broadcasts_to(name, ss, per_set_shape(in[i]), "per-set shape");
     args.push_back(align_to_self(in[i], logical_rank(self), *self.bdim));
   }
   call_op(ctx.op, args, attrs);

@@ -66,6 +66,21 @@ TEST_CASE("Shape is a small vector that stands in for std::vector<int64_t>") {
   CHECK(big == Shape{9, 0, 0, 0});
 }
 
+// GCC 12.2 with AVX-512 and -O3 built {a, a, 0, 0} and {a, a, a, 0} as four a's (its SLP
+// vectoriser; CMakeLists.txt turns it off there): ones({1, 1, 0, 0}) had shape [1, 1, 1, 1]
+TEST_CASE("a Shape holds the values it is built from, zeros after repeats included") {
+  const Shape a{1, 1, 0, 0}, b{5, 5, 0, 0}, c{7, 7, 7, 0};
+  CHECK(a.size() == 4);
+  CHECK(a[0] == 1);
+  CHECK(a[1] == 1);
+  CHECK(a[2] == 0);
+  CHECK(a[3] == 0);
+  CHECK(b[1] == 5);
+  CHECK(b[2] == 0);
+  CHECK(c[2] == 7);
+  CHECK(c[3] == 0);
+  CHECK(ones({1, 1, 0, 0}).numel() == 0);
+}
 TEST_CASE("factories") {
   Tensor z = zeros({2, 3});
   CHECK(z.shape() == Shape{2, 3});

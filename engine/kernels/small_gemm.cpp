@@ -259,8 +259,8 @@ inline V sum_each(const V* acc) {
       h[i] = _mm256_add_ps(_mm512_castps512_ps256(v), top);
     }
     const __m256 lo = xsimd::haddp(h), hi = xsimd::haddp(h + 8);
-    return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)),
-                                               _mm256_castps_pd(hi), 1));
+    return _mm512_castpd_ps(
+        _mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
   } else
 #endif
     return xsimd::haddp(acc);

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <string>
 
 #include "engine/engine.h"
@@ -107,6 +108,24 @@ TEST_CASE("dropout") {
   CHECK(rng_state().stream == s);
   auto z = dropout(x, 1.0, true).to_vector<float>();
   for (float e : z) CHECK(e == 0.f);
+  // a dropped inf or NaN is NaN, as torch's x * mask (p = 1 is x * 0 there)
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const Tensor odd = tensor<float>({inf, -inf, nan, 3.0f});
+  for (double q : {0.5, 1.0}) {
+    CAPTURE(q);
+    const auto d = dropout(full({4000}, inf), q, true).to_vector<float>();
+    int dropped = 0;
+    for (float e : d) {
+      CHECK((std::isnan(e) || e == static_cast<float>(inf / (1 - q))));
+      dropped += std::isnan(e);
+    }
+    CHECK(dropped > 0);
+  }
+  const auto all = dropout(odd, 1.0, true).to_vector<float>();
+  CHECK(std::isnan(all[0]));
+  CHECK(std::isnan(all[1]));
+  CHECK(std::isnan(all[2]));
+  CHECK(all[3] == 0.0f);
   CHECK_THROWS_AS(dropout(x, 1.5), ValueError);
   CHECK_THROWS_AS(dropout(x, -0.1, false), ValueError);
   CHECK_THROWS_AS(dropout(tensor<int64_t>({1}), 0.5), TypeError);

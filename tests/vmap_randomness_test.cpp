@@ -2,11 +2,14 @@
 // Same draws are shared by every set, Error raises; each nested level has its own mode.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
-#include "vmap/vmap.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -75,6 +78,12 @@ TEST_CASE("vmap Error: a random op raises, dropout in eval mode does not") {
   auto drop_eval = vmap([](Tensor x) { return dropout(x, 0.5, false); });
   Tensor x = rand({3, 4});
   CHECK(equal(drop_eval(x), x));
+  // p = 1 draws nothing (x * 0, as torch): no error, and an inf stays NaN
+  auto drop_all = vmap([](Tensor x) { return dropout(x, 1.0, true); });
+  const auto z = drop_all(full({3, 2}, std::numeric_limits<double>::infinity())).to_vector<float>();
+  CHECK(z.size() == 6);
+  for (float e : z) CHECK(std::isnan(e));
+  CHECK(drop_all(x).to_vector<float>() == std::vector<float>(12, 0.0f));
 }
 
 TEST_CASE("vmap dropout and bernoulli: Same shares the mask, Different does not") {

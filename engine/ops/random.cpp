@@ -86,7 +86,8 @@ std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attr
                            " needs a floating dtype, got ", dtype_name(x.dtype()));
   if (p < 0 || p > 1) throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
   if (!attrs.training || p == 0) return {x};
-  if (p == 1) return {zeros(x.shape(), x.dtype())};
+  // x * 0 as torch, so an inf or NaN stays NaN (the fused pass multiplies dropped values by 0 too)
+  if (p == 1) return {mul(x, 0.0)};
   if (x.is_batched()) {
     // inside vmap's decomposition: the ops take their own rules. Keep with probability 1 - p,
     // scale the kept values by 1 / (1 - p).

@@ -43,6 +43,8 @@ struct OpAttrs {
   double alpha = 0, beta = 0;  // scalars: p, eps, momentum
   Scalar value, value2;        // exact scalars (integers beyond 2^53): fill value, clamp bounds
   bool keepdim = false, training = false, flag = false;
+  bool count_include_pad = true;  // avg_pool2d
+  int64_t divisor = 0;            // avg_pool2d's divisor_override, 0 for none
   bool has_min = false, has_max = false;
   DType dtype = DType::Float32;
 };

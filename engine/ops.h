@@ -264,8 +264,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
 Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
                   const IntOrList& padding = {0, 0}, const IntOrList& dilation = {1, 1},
                   bool ceil_mode = false);
+// As torch's: ceil_mode as max_pool2d's; a window divides by its size counting the padding
+// (count_include_pad) but not what a ceil_mode window runs past it, or by divisor_override.
 Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
-                  const IntOrList& padding = {0, 0});
+                  const IntOrList& padding = {0, 0}, bool ceil_mode = false,
+                  bool count_include_pad = true,
+                  std::optional<int64_t> divisor_override = std::nullopt);
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 
 // ---- join, split, index ----

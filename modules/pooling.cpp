@@ -28,6 +28,28 @@ std::string size_repr(const Size2& v) {
 }
 }  // namespace
 
+AvgPool2d::AvgPool2d(Size2 k, std::optional<Size2> s, Size2 p, bool c, bool include_pad,
+                     std::optional<int64_t> divisor)
+    : kernel_size(k),
+      stride(s ? *s : k),
+      padding(p),
+      ceil_mode(c),
+      count_include_pad(include_pad),
+      divisor_override(divisor) {
+  register_method("forward", &AvgPool2d::forward, {"input"});
+}
+
+Tensor AvgPool2d::forward(const Tensor& input) {
+  return avg_pool2d(input, kernel_size.list(), stride.list(), padding.list(), ceil_mode,
+                    count_include_pad, divisor_override);
+}
+
+// torch prints only these three
+std::string AvgPool2d::extra_repr() const {
+  return "kernel_size=" + size_repr(kernel_size) + ", stride=" + size_repr(stride) +
+         ", padding=" + size_repr(padding);
+}
+
 std::string MaxPool2d::extra_repr() const {
   std::ostringstream os;
   os << "kernel_size=" << size_repr(kernel_size) << ", stride=" << size_repr(stride)

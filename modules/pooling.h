@@ -1,5 +1,5 @@
 #pragma once
-// MaxPool2d.
+// MaxPool2d and AvgPool2d.
 #include <optional>
 
 #include "modules/conv.h"
@@ -15,6 +15,22 @@ class MaxPool2d : public Module {
 
   Size2 kernel_size, stride, padding, dilation;
   bool ceil_mode;
+
+ protected:
+  std::string extra_repr() const override;
+};
+
+// stride defaults to kernel_size; the options as avg_pool2d's.
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
+                     Size2 padding = 0, bool ceil_mode = false, bool count_include_pad = true,
+                     std::optional<int64_t> divisor_override = std::nullopt);
+  Tensor forward(const Tensor& input);
+
+  Size2 kernel_size, stride, padding;
+  bool ceil_mode, count_include_pad;
+  std::optional<int64_t> divisor_override;
 
  protected:
   std::string extra_repr() const override;

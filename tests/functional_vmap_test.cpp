@@ -641,6 +641,13 @@ std::vector<ModuleCase> module_cases() {
                      std::make_shared<nn::Linear>(12, 2)});
        },
        x({2, 2, 4, 4})},
+      {"CNN with AvgPool2d",
+       [=] {
+         return seq({std::make_shared<nn::Conv2d>(2, 3, 3, 1, 1),
+                     std::make_shared<nn::AvgPool2d>(3, 2, 1, true, false),
+                     std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(27, 2)});
+       },
+       x({2, 2, 4, 4})},
       {"Embedding",
        [] { return std::shared_ptr<nn::Module>(std::make_shared<nn::Embedding>(9, 3)); },
        [] {

@@ -143,6 +143,27 @@ TEST_CASE("MaxPool2d: ceil_mode and printing like PyTorch") {
         "MaxPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0, dilation=1, ceil_mode=False)");
 }
 
+TEST_CASE("golden: AvgPool2d with ceil_mode, count_include_pad and divisor_override") {
+  TensorDict g = golden("avgpool2d");
+  Tensor x = g.get("input");
+  check_close(nn::AvgPool2d(3, 2, 1).forward(x), g.get("output"), "avgpool");
+  check_close(nn::AvgPool2d(2).forward(x), g.get("output_default_stride"), "default stride");
+  check_close(nn::AvgPool2d(3, 2, 1, true).forward(x), g.get("output_ceil"), "ceil_mode");
+  check_close(nn::AvgPool2d(nn::Size2{3, 2}, nn::Size2{2, 3}, 1, true, false).forward(x),
+              g.get("output_ceil_no_pad"), "ceil_mode without the padding");
+  check_close(nn::AvgPool2d(3, 1, 1, false, false).forward(x), g.get("output_no_pad"),
+              "without the padding");
+  check_close(nn::AvgPool2d(2, 2, 1, true, true, 3).forward(x), g.get("output_divisor"),
+              "divisor_override");
+  check_close(nn::AvgPool2d(nn::Size2{2, 3}, std::nullopt, 0, false, true, -5).forward(x),
+              g.get("output_divisor_neg"), "negative divisor_override");
+  std::ostringstream os;
+  os << nn::AvgPool2d(nn::Size2{2, 3}, 1, 1, true, false, 3);
+  CHECK(os.str() == "AvgPool2d(kernel_size=(2, 3), stride=1, padding=1)");
+  check_throws_mentioning<ValueError>([&] { nn::AvgPool2d(2, 2, 0, false, true, 0).forward(x); },
+                                      "[avg_pool2d] divisor_override must be nonzero");
+}
+
 TEST_CASE("golden: Embedding") {
   TensorDict g = golden("embedding");
   auto m = std::make_shared<nn::Embedding>(10, 4);

@@ -337,12 +337,25 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
 // their type, whose forward keeps no state of its own (a user's module, or one deriving from
 // td's, may). A module missing here is only never run concurrently.
 bool own_modules_only(const Module& m) {
-  static const std::type_index kOwn[] = {
-      typeid(Linear),      typeid(Identity),          typeid(ReLU),       typeid(GELU),
-      typeid(Tanh),        typeid(Sigmoid),           typeid(Softmax),    typeid(LogSoftmax),
-      typeid(Flatten),     typeid(Dropout),           typeid(Sequential), typeid(Conv2d),
-      typeid(MaxPool2d),   typeid(Embedding),         typeid(LayerNorm),  typeid(BatchNorm1d),
-      typeid(BatchNorm2d), typeid(MultiheadAttention)};
+  static const std::type_index kOwn[] = {typeid(Linear),
+                                         typeid(Identity),
+                                         typeid(ReLU),
+                                         typeid(GELU),
+                                         typeid(Tanh),
+                                         typeid(Sigmoid),
+                                         typeid(Softmax),
+                                         typeid(LogSoftmax),
+                                         typeid(Flatten),
+                                         typeid(Dropout),
+                                         typeid(Sequential),
+                                         typeid(Conv2d),
+                                         typeid(MaxPool2d),
+                                         typeid(AvgPool2d),
+                                         typeid(Embedding),
+                                         typeid(LayerNorm),
+                                         typeid(BatchNorm1d),
+                                         typeid(BatchNorm2d),
+                                         typeid(MultiheadAttention)};
   if (std::find(std::begin(kOwn), std::end(kOwn), std::type_index(typeid(m))) == std::end(kOwn))
     return false;
   for (const auto& c : m.children())

@@ -237,17 +237,25 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
   if (ny < 0 || nx < 0)
     throw_error<ValueError>("[", op, "] input of ", kind, " ", x, " is too small for kernel ",
                             a.sizes, " with padding ", g.pad[0], "x", g.pad[1]);
-  const bool ceil = with_dilation && a.flag;  // max_pool2d's ceil_mode
-  g.oh = pool_out(ny, g.stride[0], g.h, g.pad[0], ceil);
-  g.ow = pool_out(nx, g.stride[1], g.w, g.pad[1], ceil);
+  g.oh = pool_out(ny, g.stride[0], g.h, g.pad[0], a.flag);  // flag: ceil_mode
+  g.ow = pool_out(nx, g.stride[1], g.w, g.pad[1], a.flag);
   return g;
 }
 
 template <class T>
-void pool_loop(const Tensor& x, T* out, const PoolGeom& g, bool is_max) {
+void pool_loop(const Tensor& x, T* out, const PoolGeom& g, bool is_max, const OpAttrs& a) {
   const T* xp = x.data<T>();
   const Strides& st = x.strides();
-  const double area = static_cast<double>(g.k[0]) * static_cast<double>(g.k[1]);  // no overflow
+  // avg's divisor, torch's: the window clipped to the padded input (count_include_pad), or to
+  // the input, or divisor_override. In doubles: a huge kernel's size does not overflow.
+  auto divisor = [&](int64_t y0, int64_t x0, int64_t ny, int64_t nx) {
+    if (a.divisor != 0) return static_cast<double>(a.divisor);
+    if (!a.count_include_pad) return static_cast<double>(ny) * static_cast<double>(nx);
+    auto len = [](int64_t start, int64_t k, int64_t n, int64_t p) {
+      return static_cast<double>(std::min(k, n + p - start));
+    };
+    return len(y0, g.k[0], g.h, g.pad[0]) * len(x0, g.k[1], g.w, g.pad[1]);
+  };
   // Taps [lo, hi) of a window from `start`, dil apart, inside [0, n): a huge kernel's padding
   // taps are never visited.
   auto taps = [](int64_t start, int64_t dil, int64_t k, int64_t n) {
@@ -276,7 +284,7 @@ void pool_loop(const Tensor& x, T* out, const PoolGeom& g, bool is_max) {
               if (is_max && std::isnan(acc)) break;
             }
           }
-          *out++ = static_cast<T>(is_max ? acc : acc / area);
+          *out++ = static_cast<T>(is_max ? acc : acc / divisor(y0, x0, ihi - ilo, jhi - jlo));
         }
     }
 }
@@ -291,9 +299,9 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
   count_kernel(KernelKind::Other);
   if (out.numel() > 0) {
     if (x.dtype() == DType::Float32)
-      pool_loop<float>(x4, out.data<float>(), g, is_max);
+      pool_loop<float>(x4, out.data<float>(), g, is_max, a);
     else
-      pool_loop<double>(x4, out.data<double>(), g, is_max);
+      pool_loop<double>(x4, out.data<double>(), g, is_max, a);
   }
   return {x.dim() == 3 ? out.squeeze(0) : out};
 }
@@ -601,8 +609,15 @@ Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList
 }
 
 Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride,
-                  const IntOrList& padding) {
+                  const IntOrList& padding, bool ceil_mode, bool count_include_pad,
+                  std::optional<int64_t> divisor_override) {
+  if (divisor_override == 0)
+    throw_error<ValueError>("[avg_pool2d] divisor_override must be nonzero, got 0 (input of shape ",
+                            x.shape(), ")");
   OpAttrs a;
+  a.flag = ceil_mode;
+  a.count_include_pad = count_include_pad;
+  a.divisor = divisor_override.value_or(0);
   a.sizes = kernel_size.values;
   a.stride = stride.values;
   a.padding = padding.values;

@@ -74,6 +74,14 @@ case("cnn",
 case("mha", lambda: nn.MultiheadAttention(8, 2, batch_first=True),
      {"query": torch.randn(SETS, 2, 5, 8), "key": torch.randn(2, 5, 8),
       "value": torch.randn(2, 5, 8)}, per_set=("query",))
+# Spec: Sequential(Conv2d(2, 3, 3, padding=1), AvgPool2d(3, stride=2, padding=1,
+#   ceil_mode=True, count_include_pad=False), Flatten(), Linear(27, 2)); input per set
+case("cnn_avgpool",
+     lambda: nn.Sequential(nn.Conv2d(2, 3, 3, padding=1),
+                           nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True,
+                                        count_include_pad=False),
+                           nn.Flatten(), nn.Linear(27, 2)),
+     {"input": torch.randn(SETS, 2, 2, 4, 4)}, per_set=("input",))
 
 with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()

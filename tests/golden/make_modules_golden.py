@@ -138,6 +138,20 @@ def main():
     save("mha_seq_first", {**state(m), "query": q, "key": kv, "value": kv,
                            "output": out, "weights": w})
 
+    # AvgPool2d's options; an odd 7x8 input so that ceil_mode windows run past the end
+    x = torch.randn(2, 3, 7, 8)
+    save("avgpool2d", {
+        "input": x,
+        "output": nn.AvgPool2d(3, stride=2, padding=1)(x),
+        "output_default_stride": nn.AvgPool2d(2)(x),
+        "output_ceil": nn.AvgPool2d(3, stride=2, padding=1, ceil_mode=True)(x),
+        "output_ceil_no_pad": nn.AvgPool2d((3, 2), stride=(2, 3), padding=(1, 1), ceil_mode=True,
+                                           count_include_pad=False)(x),
+        "output_no_pad": nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=False)(x),
+        "output_divisor": nn.AvgPool2d(2, stride=2, padding=1, ceil_mode=True,
+                                       divisor_override=3)(x),
+        "output_divisor_neg": nn.AvgPool2d((2, 3), divisor_override=-5)(x)})
+
 
 if __name__ == "__main__":
     main()

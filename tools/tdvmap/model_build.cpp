@@ -296,6 +296,22 @@ const std::map<std::string, ModuleKind>& kinds() {
                                                        a.size2("padding"), a.size2("dilation"),
                                                        a.b("ceil_mode"));
                       }};
+    t["AvgPool2d"] = {{{"kernel_size", std::nullopt},
+                       {"stride", none()},
+                       {"padding", int_v(0)},
+                       {"ceil_mode", bool_v(false)},
+                       {"count_include_pad", bool_v(true)},
+                       {"divisor_override", none()}},
+                      false,
+                      [](Args& a) {
+                        std::optional<td::nn::Size2> stride;
+                        if (!a.is_none("stride")) stride = a.size2("stride");
+                        std::optional<int64_t> divisor;
+                        if (!a.is_none("divisor_override")) divisor = a.i("divisor_override");
+                        return make<td::nn::AvgPool2d>(a.size2("kernel_size"), stride,
+                                                       a.size2("padding"), a.b("ceil_mode"),
+                                                       a.b("count_include_pad"), divisor);
+                      }};
     t["Embedding"] = {{{"num_embeddings", std::nullopt},
                        {"embedding_dim", std::nullopt},
                        {"padding_idx", none()},

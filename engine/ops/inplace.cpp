@@ -120,11 +120,16 @@ std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
 
 std::vector<Tensor> fill__impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& self = in[0];
-  check_writable("fill_", self);
   check_scalar_fits("fill_", a.value, self.dtype());
+  // Every element gets the one value, so an expanded self is allowed, as in torch: the
+  // elements that share a memory location are written once.
+  Tensor distinct = self;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (self.strides()[d] == 0)
+      distinct = distinct.narrow(d, 0, std::min<int64_t>(1, self.size(d)));
   // a floating value as float64: the only narrowing is the checked one into self
   const DType vt = a.value.is_floating_point() ? DType::Float64 : a.value.dtype();
-  if (self.numel() > 0) kernels::copy_into(full({}, a.value, vt), self);
+  if (distinct.numel() > 0) kernels::copy_into(full({}, a.value, vt), distinct);
   return {self};
 }
 

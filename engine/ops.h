@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -271,6 +272,11 @@ Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList
                   bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor embedding(const Tensor& indices, const Tensor& weight);
+// torch.nn.functional.pad: pad = {left, right} of the last dim, then of the one before, ...;
+// negative values crop. mode "constant" (value), or "reflect", "replicate", "circular", which
+// pad 1-3 trailing dims of an input with one or two dims more (circular: two), as torch 1.13.
+Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode = "constant",
+           double value = 0.0);
 
 // ---- join, split, index ----
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
@@ -290,7 +296,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
 // ---- in place (return self) ----
 // The result type of the op must be castable to self's dtype (no float into an integer tensor),
 // and other must broadcast to self's shape. Self may not have elements sharing one memory
-// location (an expanded view; torch allows it to fill_ only), and other may be self's own view
+// location (an expanded view) unless the op is fill_, as in torch, and other may be self's own view
 // but, as in torch, not overlap it otherwise (x.add_(x.t()) is a RuntimeError; clone() it first).
 // A Tensor is a handle to its storage: a const one (a module's Param) or a temporary view (x[0],
 // x.slice(...)) is written through too, as with libtorch's const in-place ops; a non-const self

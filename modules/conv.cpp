@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <sstream>
+#include <utility>
 
 #include "engine/ops.h"
 
@@ -13,19 +14,34 @@ Size2::Size2(std::initializer_list<int64_t> hw) {
   w = *(hw.begin() + 1);
 }
 
-Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Size2 p, Size2 d, int64_t g,
-               bool with_bias)
+Padding2::Padding2(const std::string& m) : Size2(0), mode(m) {
+  if (mode != "same" && mode != "valid")
+    throw_error<ValueError>("[Conv2d] invalid padding string '", mode,
+                            "', should be one of 'valid' or 'same'");
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, int64_t g,
+               bool with_bias, std::string pm)
     : in_channels(in),
       out_channels(out),
       kernel_size(k),
       stride(s),
-      padding(p),
+      padding(std::move(p)),
       dilation(d),
-      groups(g) {
+      groups(g),
+      padding_mode(std::move(pm)) {
+  if (padding_mode != "zeros" && padding_mode != "reflect" && padding_mode != "replicate" &&
+      padding_mode != "circular")
+    throw_error<ValueError>(
+        "[Conv2d] padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '",
+        padding_mode, "'");
+  if (padding.mode == "same" && (s.h != 1 || s.w != 1))
+    throw_error<ValueError>("[Conv2d] padding='same' is not supported for strided convolutions");
   if (g <= 0) throw_error<ValueError>("[Conv2d] groups must be positive, got ", g);
   if (in % g != 0) throw_error<ValueError>("[Conv2d] in_channels must be divisible by groups");
   if (out % g != 0) throw_error<ValueError>("[Conv2d] out_channels must be divisible by groups");
-  if (k.h <= 0 || k.w <= 0 || s.h <= 0 || s.w <= 0 || d.h <= 0 || d.w <= 0 || p.h < 0 || p.w < 0)
+  if (k.h <= 0 || k.w <= 0 || s.h <= 0 || s.w <= 0 || d.h <= 0 || d.w <= 0 || padding.h < 0 ||
+      padding.w < 0)
     throw_error<ValueError>(
         "[Conv2d] kernel_size, stride and dilation must be positive and "
         "padding non-negative");
@@ -37,18 +53,34 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Size2 p, Size2 d, int6
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
-  return conv2d(input, weight, bias, stride.list(), padding.list(), dilation.list(), groups);
+  if (padding.mode.empty() && padding_mode == "zeros")
+    return conv2d(input, weight, bias, stride.list(), padding.list(), dilation.list(), groups);
+  // F.pad's {left, right, top, bottom}; "same" puts an odd total's extra element last, as torch
+  int64_t p[4] = {padding.w, padding.w, padding.h, padding.h};
+  if (padding.mode == "same") {
+    const int64_t th = dilation.h * (kernel_size.h - 1), tw = dilation.w * (kernel_size.w - 1);
+    p[0] = tw / 2, p[1] = tw - tw / 2, p[2] = th / 2, p[3] = th - th / 2;
+  }
+  if (padding_mode == "zeros" && p[0] == p[1] && p[2] == p[3])
+    return conv2d(input, weight, bias, stride.list(), {p[2], p[0]}, dilation.list(), groups);
+  const Tensor x =
+      pad(input, {p[0], p[1], p[2], p[3]}, padding_mode == "zeros" ? "constant" : padding_mode);
+  return conv2d(x, weight, bias, stride.list(), {0, 0}, dilation.list(), groups);
 }
 
 std::string Conv2d::extra_repr() const {
   std::ostringstream os;
   os << in_channels << ", " << out_channels << ", kernel_size=(" << kernel_size.h << ", "
      << kernel_size.w << "), stride=(" << stride.h << ", " << stride.w << ")";
-  if (padding.h || padding.w) os << ", padding=(" << padding.h << ", " << padding.w << ")";
+  if (!padding.mode.empty())
+    os << ", padding=" << padding.mode;
+  else if (padding.h || padding.w)
+    os << ", padding=(" << padding.h << ", " << padding.w << ")";
   if (dilation.h != 1 || dilation.w != 1)
     os << ", dilation=(" << dilation.h << ", " << dilation.w << ")";
   if (groups != 1) os << ", groups=" << groups;
   if (!bias.defined()) os << ", bias=False";
+  if (padding_mode != "zeros") os << ", padding_mode=" << padding_mode;
   return os.str();
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // Conv2d, and Size2: an int or an {h, w} pair as PyTorch's _pair accepts.
+#include <cstddef>
 #include <initializer_list>
+#include <string>
 
 #include "modules/module.h"
 
@@ -13,16 +15,33 @@ struct Size2 {
   int64_t h, w;
 };
 
+// Conv2d's padding: a Size2, or PyTorch's string padding "same" or "valid" (in `mode`; h and w
+// are then 0).
+struct Padding2 : Size2 {
+  Padding2(int64_t v) : Size2(v) {}                           // NOLINT
+  Padding2(std::initializer_list<int64_t> hw) : Size2(hw) {}  // NOLINT
+  Padding2(Size2 s) : Size2(s) {}                             // NOLINT
+  Padding2(const std::string& mode);                          // NOLINT
+  template <size_t N>
+  Padding2(const char (&mode)[N]) : Padding2(std::string(mode)) {}  // NOLINT: a literal only
+  std::string mode;
+};
+
 // Weight [out, in / groups, kh, kw] and bias [out], U(-b, b) with b = 1/sqrt(fan_in).
+// padding_mode: "zeros", "reflect", "replicate" or "circular", as PyTorch's.
 class Conv2d : public Module {
  public:
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Size2 stride = 1,
-         Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1, bool bias = true);
+         Padding2 padding = 0, Size2 dilation = 1, int64_t groups = 1, bool bias = true,
+         std::string padding_mode = "zeros");
   Tensor forward(const Tensor& input);
 
   int64_t in_channels, out_channels;
-  Size2 kernel_size, stride, padding, dilation;
+  Size2 kernel_size, stride;
+  Padding2 padding;
+  Size2 dilation;
   int64_t groups;
+  std::string padding_mode;
   Param weight, bias;
 
  protected:

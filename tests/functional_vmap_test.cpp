@@ -648,6 +648,13 @@ std::vector<ModuleCase> module_cases() {
                      std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(27, 2)});
        },
        x({2, 2, 4, 4})},
+      {"Conv2d reflect, same",
+       [=] {
+         return seq(
+             {std::make_shared<nn::Conv2d>(2, 3, nn::Size2{2, 3}, 1, "same", 1, 1, true, "reflect"),
+              std::make_shared<nn::Flatten>(), std::make_shared<nn::Linear>(48, 2)});
+       },
+       x({2, 2, 4, 4})},
       {"Embedding",
        [] { return std::shared_ptr<nn::Module>(std::make_shared<nn::Embedding>(9, 3)); },
        [] {

@@ -5,11 +5,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <string>
 
 #include "engine/engine.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -115,6 +117,92 @@ TEST_CASE("golden: Conv2d with stride, padding, groups, dilation") {
   auto m2 = std::make_shared<nn::Conv2d>(3, 2, 3, 1, 1, nn::Size2{2, 1}, 1, false);
   auto guard2 = g2.get_dict("module").to_module(*m2);
   check_close(m2->forward(g2.get("input")), g2.get("output"), "conv2d dilated");
+}
+
+TEST_CASE("golden: pad in every mode, cropping too") {
+  TensorDict g = golden("pad");
+  const Tensor x = g.get("input");
+  check_close(pad(x, {1, 2, 0, 3}, "constant", 1.5), g.get("constant"), "constant");
+  check_close(pad(x, {-1, 2, 1, -2, 1, 0}), g.get("constant_crop"), "constant, cropping");
+  check_close(pad(x, {2, 1, 4, 3}, "reflect"), g.get("reflect"), "reflect");
+  check_close(pad(x[0], {5, 0}, "reflect"), g.get("reflect_3d"), "reflect, one dim");
+  check_close(pad(x, {0, 7, 2, 1}, "replicate"), g.get("replicate"), "replicate");
+  check_close(pad(x[1], {-2, 3}, "replicate"), g.get("replicate_crop"), "replicate, cropping");
+  check_close(pad(x, {6, 1, 2, 5}, "circular"), g.get("circular"), "circular");
+  check_close(pad(x, {-1, 2, 3, -2}, "circular"), g.get("circular_crop"), "circular, cropping");
+  // by hand, on [0, 1, 2, 3, 4]: circular wraps what cropping leaves, the others the whole dim
+  const Tensor r = arange(5).to(kFloat32).view({1, 1, 5});
+  auto row = [&](IntList p, const char* mode) { return pad(r, p, mode).to_vector<float>(); };
+  CHECK(row({3, -2}, "circular") == std::vector<float>{0, 1, 2, 0, 1, 2});
+  CHECK(row({-2, 3}, "circular") == std::vector<float>{2, 3, 4, 2, 3, 4});
+  CHECK(row({-1, 2}, "reflect") == std::vector<float>{1, 2, 3, 4, 3, 2});
+  CHECK(row({3, -2}, "replicate") == std::vector<float>{0, 0, 0, 0, 1, 2});
+  // under vmap: a call per set (circular pads a per-set [C, H, W] in its last dim only)
+  for (const char* mode : {"constant", "reflect", "replicate", "circular"}) {
+    CAPTURE(mode);
+    const IntList p = std::string(mode) == "circular" ? IntList{2, 1} : IntList{2, 1, 1, 3};
+    const Tensor y = vmap([&](Tensor t) { return pad(t, p, mode, -1.0); })(x);
+    for (int64_t i = 0; i < 2; ++i) CHECK(equal(y[i], pad(x[i], p, mode, -1.0)));
+  }
+  // torch's errors
+  check_throws_mentioning<ValueError>([&] { pad(x, {1, 2, 3}); }, "[pad] padding length");
+  check_throws_mentioning<ValueError>([&] { pad(x, {1, 1, 1, 1, 1, 1, 1, 1, 1, 1}); }, "too long");
+  check_throws_mentioning<ValueError>([&] { pad(x, {1, 1}, "wrap"); }, "[pad] mode");
+  check_throws_mentioning<ValueError>([&] { pad(x, {6, 0}, "reflect"); }, "[pad] reflect padding");
+  check_throws_mentioning<ValueError>(
+      [&] {
+        pad(x, {1, 1}, "reflect");
+      },
+      "takes an input of 2 or 3 dims, got shape [2, 3, 5, 6]");
+  check_throws_mentioning<ValueError>(
+      [&] {
+        pad(x[0], {1, 1, 1, 1}, "circular");
+      },
+      "takes an input of 4 dims");
+  check_throws_mentioning<ValueError>([&] { pad(x, {0, 0, 0, 7}, "circular"); }, "more than once");
+  check_throws_mentioning<ValueError>([&] { pad(x, {-4, -3}); }, "negative size");
+}
+
+TEST_CASE("golden: Conv2d with padding 'same' or 'valid' and every padding_mode") {
+  TensorDict g = golden("conv2d_padding");
+  const Tensor x = g.get("input");
+  struct Case {
+    const char* name;
+    std::shared_ptr<nn::Conv2d> m;
+    const char* repr;
+  };
+  const Case cases[] = {
+      {"same_odd", std::make_shared<nn::Conv2d>(3, 4, 3, 1, "same"),
+       "Conv2d(3, 4, kernel_size=(3, 3), stride=(1, 1), padding=same)"},
+      {"same_even_dilated",
+       std::make_shared<nn::Conv2d>(3, 4, nn::Size2{2, 4}, 1, "same", nn::Size2{3, 1}),
+       "Conv2d(3, 4, kernel_size=(2, 4), stride=(1, 1), padding=same, dilation=(3, 1))"},
+      {"valid", std::make_shared<nn::Conv2d>(3, 2, 2, 1, "valid", 1, 1, false),
+       "Conv2d(3, 2, kernel_size=(2, 2), stride=(1, 1), padding=valid, bias=False)"},
+      {"reflect", std::make_shared<nn::Conv2d>(3, 4, 3, 2, nn::Size2{2, 1}, 1, 1, true, "reflect"),
+       "Conv2d(3, 4, kernel_size=(3, 3), stride=(2, 2), padding=(2, 1), "
+       "padding_mode=reflect)"},
+      {"replicate_same",
+       std::make_shared<nn::Conv2d>(3, 4, nn::Size2{4, 3}, 1, "same", 1, 1, true, "replicate"),
+       "Conv2d(3, 4, kernel_size=(4, 3), stride=(1, 1), padding=same, padding_mode=replicate)"},
+      {"circular",
+       std::make_shared<nn::Conv2d>(3, 6, 3, 1, nn::Size2{1, 3}, 1, 3, true, "circular"),
+       "Conv2d(3, 6, kernel_size=(3, 3), stride=(1, 1), padding=(1, 3), groups=3, "
+       "padding_mode=circular)"},
+  };
+  for (const Case& c : cases) {
+    auto guard = g.get_dict(c.name).to_module(*c.m);
+    check_close(c.m->forward(x), g.get(std::string("output.") + c.name), c.name);
+    std::ostringstream os;
+    os << *c.m;
+    CHECK(os.str() == c.repr);
+  }
+  check_throws_mentioning<ValueError>([] { nn::Conv2d(3, 4, 3, 2, "same"); },
+                                      "[Conv2d] padding='same' is not supported for strided");
+  check_throws_mentioning<ValueError>([] { nn::Conv2d(3, 4, 3, 1, "full"); },
+                                      "[Conv2d] invalid padding string 'full'");
+  check_throws_mentioning<ValueError>([] { nn::Conv2d(3, 4, 3, 1, 0, 1, 1, true, "wrap"); },
+                                      "[Conv2d] padding_mode must be");
 }
 
 TEST_CASE("golden: MaxPool2d") {

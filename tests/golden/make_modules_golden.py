@@ -152,6 +152,31 @@ def main():
                                        divisor_override=3)(x),
         "output_divisor_neg": nn.AvgPool2d((2, 3), divisor_override=-5)(x)})
 
+    # F.pad's modes, and Conv2d's string padding and padding_mode
+    import torch.nn.functional as F
+    x = torch.randn(2, 3, 5, 6)
+    save("pad", {
+        "input": x,
+        "constant": F.pad(x, (1, 2, 0, 3), value=1.5),
+        "constant_crop": F.pad(x, (-1, 2, 1, -2, 1, 0)),
+        "reflect": F.pad(x, (2, 1, 4, 3), mode="reflect"),
+        "reflect_3d": F.pad(x[0], (5, 0), mode="reflect"),
+        "replicate": F.pad(x, (0, 7, 2, 1), mode="replicate"),
+        "replicate_crop": F.pad(x[1], (-2, 3), mode="replicate"),
+        "circular": F.pad(x, (6, 1, 2, 5), mode="circular"),
+        "circular_crop": F.pad(x, (-1, 2, 3, -2), mode="circular")})
+    convs = {"same_odd": nn.Conv2d(3, 4, 3, padding="same"),
+             "same_even_dilated": nn.Conv2d(3, 4, (2, 4), padding="same", dilation=(3, 1)),
+             "valid": nn.Conv2d(3, 2, 2, padding="valid", bias=False),
+             "reflect": nn.Conv2d(3, 4, 3, stride=2, padding=(2, 1), padding_mode="reflect"),
+             "replicate_same": nn.Conv2d(3, 4, (4, 3), padding="same", padding_mode="replicate"),
+             "circular": nn.Conv2d(3, 6, 3, padding=(1, 3), groups=3, padding_mode="circular")}
+    data = {"input": x}
+    for name, m in convs.items():
+        data.update(state(m, name + "."))
+        data["output." + name] = m(x)
+    save("conv2d_padding", data)
+
 
 if __name__ == "__main__":
     main()

@@ -275,11 +275,13 @@ const std::map<std::string, ModuleKind>& kinds() {
                     {"padding_mode", str_v("zeros")}},
                    false,
                    [](Args& a) {
-                     a.require_default("padding_mode", str_v("zeros"));
+                     const td::nn::Padding2 padding = a.get("padding").kind == Kind::String
+                                                          ? td::nn::Padding2(a.s("padding"))
+                                                          : td::nn::Padding2(a.size2("padding"));
                      return make<td::nn::Conv2d>(a.i("in_channels"), a.i("out_channels"),
-                                                 a.size2("kernel_size"), a.size2("stride"),
-                                                 a.size2("padding"), a.size2("dilation"),
-                                                 a.i("groups"), a.b("bias"));
+                                                 a.size2("kernel_size"), a.size2("stride"), padding,
+                                                 a.size2("dilation"), a.i("groups"), a.b("bias"),
+                                                 a.s("padding_mode"));
                    }};
     t["MaxPool2d"] = {{{"kernel_size", std::nullopt},
                        {"stride", none()},

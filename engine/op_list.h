@@ -38,7 +38,8 @@
   X(layer_norm, Norm) X(batch_norm, Norm)                                               \
   /* Conv: conv2d(x, w, b?) stride, padding, dilation, groups */                       \
   X(conv2d, Conv)                                                                      \
-  /* Pool: sizes = kernel, stride, padding; max only: dilation, flag = ceil_mode */     \
+  /* Pool: sizes = kernel, stride, padding, flag = ceil_mode; max: dilation;           \
+     avg: count_include_pad, divisor */                                                \
   X(max_pool2d, Pool) X(avg_pool2d, Pool)                                               \
   /* Embedding: embedding(indices, weight) */                                          \
   X(embedding, Embedding)                                                              \

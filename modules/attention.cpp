@@ -7,16 +7,42 @@
 
 namespace td::nn {
 
-MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, double p, bool with_bias, bool bf)
-    : embed_dim(e), num_heads(h), head_dim(h > 0 ? e / h : 0), dropout(p), batch_first(bf) {
+MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, double p, bool with_bias, bool bf,
+                                       bool add_bias_kv, bool zero_attn, std::optional<int64_t> kd,
+                                       std::optional<int64_t> vd)
+    : embed_dim(e),
+      num_heads(h),
+      head_dim(h > 0 ? e / h : 0),
+      kdim(kd.value_or(e)),
+      vdim(vd.value_or(e)),
+      dropout(p),
+      batch_first(bf),
+      add_zero_attn(zero_attn) {
   if (e <= 0 || h <= 0 || e % h != 0)
     throw_error<ValueError>("[MultiheadAttention] embed_dim (", e,
                             ") must be positive and divisible by num_heads (", h, ")");
+  if (kdim <= 0 || vdim <= 0)
+    throw_error<ValueError>("[MultiheadAttention] kdim and vdim must be positive, got ", kdim,
+                            " and ", vdim);
   if (!(p >= 0.0 && p <= 1.0))
     throw_error<ValueError>("[MultiheadAttention] dropout must be between 0 and 1, got ", p);
-  double bound = std::sqrt(6.0 / static_cast<double>(e + 3 * e));  // xavier_uniform_
-  in_proj_weight = register_parameter("in_proj_weight", rand({3 * e, e}) * (2 * bound) - bound);
+  auto xavier_uniform = [](int64_t rows, int64_t cols) {
+    const double bound = std::sqrt(6.0 / static_cast<double>(rows + cols));
+    return rand({rows, cols}) * (2 * bound) - bound;
+  };
+  if (kdim == e && vdim == e) {
+    in_proj_weight = register_parameter("in_proj_weight", xavier_uniform(3 * e, e));
+  } else {
+    q_proj_weight = register_parameter("q_proj_weight", xavier_uniform(e, e));
+    k_proj_weight = register_parameter("k_proj_weight", xavier_uniform(e, kdim));
+    v_proj_weight = register_parameter("v_proj_weight", xavier_uniform(e, vdim));
+  }
   if (with_bias) in_proj_bias = register_parameter("in_proj_bias", zeros({3 * e}));
+  if (add_bias_kv) {  // xavier_normal_ of [1, 1, E]: fan_in = fan_out = E
+    const double sd = std::sqrt(1.0 / static_cast<double>(e));
+    bias_k = register_parameter("bias_k", randn({1, 1, e}) * sd);
+    bias_v = register_parameter("bias_v", randn({1, 1, e}) * sd);
+  }
   out_proj = register_module("out_proj", std::make_shared<Linear>(e, e, with_bias));
   if (with_bias) {
     Tensor b = out_proj->bias;
@@ -62,28 +88,42 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
   };
   Tensor q = to_nle(query), k = to_nle(key), v = to_nle(value);
   const int64_t E = embed_dim, H = num_heads, D = head_dim;
-  if (q.size(2) != E || k.size(2) != E || v.size(2) != E)
-    throw_error<ValueError>(op, " expected embed_dim ", E, " as the last dim, got ",
-                            shape_str(query.shape()), ", ", shape_str(key.shape()), ", ",
-                            shape_str(value.shape()));
+  if (q.size(2) != E || k.size(2) != kdim || v.size(2) != vdim)
+    throw_error<ValueError>(op, " expected last dims ", E, " (query), ", kdim, " (key) and ", vdim,
+                            " (value), got ", shape_str(query.shape()), ", ",
+                            shape_str(key.shape()), ", ", shape_str(value.shape()));
   if (k.size(0) != q.size(0) || v.size(0) != q.size(0) || k.size(1) != v.size(1))
     throw_error<ValueError>(op, " batch or sequence sizes of query ", shape_str(query.shape()),
                             ", key ", shape_str(key.shape()), " and value ",
                             shape_str(value.shape()), " do not match");
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
 
-  const Tensor& w = in_proj_weight;
   const Tensor& b = in_proj_bias;
-  auto proj = [&](const Tensor& x, int64_t i) {
-    Tensor wi = w.slice(0, i * E, (i + 1) * E);
+  auto proj = [&](const Tensor& x, int64_t i) {  // [N, T, in] -> [N, T, E]
+    const Param* separate[] = {&q_proj_weight, &k_proj_weight, &v_proj_weight};
+    Tensor wi = in_proj_weight.defined() ? in_proj_weight->slice(0, i * E, (i + 1) * E)
+                                         : separate[i]->get();
     Tensor bi = b.defined() ? b.slice(0, i * E, (i + 1) * E) : Tensor();
-    // [N, T, E] -> [N, T, H, D] -> [N, H, T, D]
-    Tensor y = linear(x, wi, bi);
-    return y.reshape({N, x.size(1), H, D}).transpose(1, 2);
+    return linear(x, wi, bi);
   };
-  Tensor qh = proj(q, 0), kh = proj(k, 1), vh = proj(v, 2);
-  qh = qh / std::sqrt(static_cast<double>(D));
-  Tensor scores = matmul(qh, kh.transpose(-2, -1));  // [N, H, L, S]
+  Tensor kp = proj(k, 1), vp = proj(v, 2);
+  if (bias_k.defined()) {
+    kp = cat({kp, bias_k->expand({N, 1, E})}, 1);
+    vp = cat({vp, bias_v->expand({N, 1, E})}, 1);
+  }
+  auto heads = [&](const Tensor& y) {  // [N, T, E] -> [N, T, H, D] -> [N, H, T, D]
+    return y.reshape({N, y.size(1), H, D}).transpose(1, 2);
+  };
+  Tensor qh = heads(proj(q, 0)) / std::sqrt(static_cast<double>(D));
+  Tensor kh = heads(kp), vh = heads(vp);
+  if (add_zero_attn) {
+    kh = cat({kh, zeros({N, H, 1, D}, kh.dtype())}, 2);
+    vh = cat({vh, zeros({N, H, 1, D}, vh.dtype())}, 2);
+  }
+  // the keys bias_k and add_zero_attn appended, which no mask covers
+  const int64_t extra = kh.size(2) - S;
+  auto widen = [&](const Tensor& m) { return extra ? pad(m, {0, extra}) : m; };
+  Tensor scores = matmul(qh, kh.transpose(-2, -1));  // [N, H, L, S + extra]
 
   if (!attn_mask.is_none()) {
     Tensor m = additive_mask(attn_mask.tensor(), "attn_mask", query.dtype());
@@ -91,12 +131,12 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
       if (m.shape() != Shape{L, S})
         throw_error<ValueError>(op, " attn_mask should have shape ", shape_str(Shape{L, S}),
                                 ", got ", shape_str(m.shape()));
-      scores = scores + m;
+      scores = scores + widen(m);
     } else if (m.dim() == 3) {
       if (m.shape() != Shape{N * H, L, S})
         throw_error<ValueError>(op, " attn_mask should have shape ", shape_str(Shape{N * H, L, S}),
                                 ", got ", shape_str(m.shape()));
-      scores = scores + m.reshape({N, H, L, S});
+      scores = scores + widen(m).reshape({N, H, L, S + extra});
     } else {
       throw_error<ValueError>(op, " attn_mask must be 2-D or 3-D, got shape ",
                               shape_str(m.shape()));
@@ -108,7 +148,7 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
     if (m.shape() != want)
       throw_error<ValueError>(op, " key_padding_mask should have shape ", shape_str(want), ", got ",
                               shape_str(m.shape()));
-    scores = scores + m.reshape({N, 1, 1, S});
+    scores = scores + widen(m).reshape({N, 1, 1, S + extra});
   }
   Tensor attn = softmax(scores, -1);
   if (dropout > 0.0) attn = td::dropout(attn, dropout, is_training());

@@ -669,6 +669,15 @@ std::vector<ModuleCase> module_cases() {
          return ValueDict{
              {"query", randn({2, 4, 8})}, {"key", randn({2, 5, 8})}, {"value", randn({2, 5, 8})}};
        }},
+      {"MultiheadAttention kdim, vdim, bias_kv, zero_attn",
+       [] {
+         return std::shared_ptr<nn::Module>(
+             std::make_shared<nn::MultiheadAttention>(8, 2, 0.0, true, true, true, true, 5, 3));
+       },
+       [] {
+         return ValueDict{
+             {"query", randn({2, 4, 8})}, {"key", randn({2, 5, 5})}, {"value", randn({2, 5, 3})}};
+       }},
   };
 }
 

@@ -289,6 +289,50 @@ TEST_CASE("golden: MultiheadAttention (batch_first and sequence first)") {
   check_close(u[1].tensor(), g2.get("weights")[0], "unbatched weights");
 }
 
+TEST_CASE("golden: MultiheadAttention with kdim, vdim, add_bias_kv and add_zero_attn") {
+  TensorDict g = golden("mha_options");
+  struct Case {
+    const char* name;
+    int64_t heads;
+    bool bias_kv, zero_attn;
+  };
+  for (const Case& c : {Case{"kv_dims", 2, false, false}, Case{"bias_kv", 4, true, false},
+                        Case{"zero_attn", 2, false, true}, Case{"both", 2, true, true}}) {
+    CAPTURE(c.name);
+    auto m = std::make_shared<nn::MultiheadAttention>(8, c.heads, 0.0, true, true, c.bias_kv,
+                                                      c.zero_attn, 5, 3);
+    auto guard = g.get_dict(c.name).to_module(*m);
+    m->eval();
+    Value r = m->call_method("forward", {g.get("query"), g.get("key"), g.get("value")},
+                             {{"key_padding_mask", g.get("key_padding_mask")},
+                              {"attn_mask", g.get("attn_mask")},
+                              {"average_attn_weights", false}});
+    check_close(r[0].tensor(), g.get(std::string("output.") + c.name), "output");
+    check_close(r[1].tensor(), g.get(std::string("weights.") + c.name), "weights");
+  }
+  auto same = std::make_shared<nn::MultiheadAttention>(8, 2, 0.0, true, false, true, true);
+  auto guard = g.get_dict("same").to_module(*same);
+  const Tensor qs = g.get("query_same");
+  Value r = (*same)({qs, qs, qs});
+  check_close(r[0].tensor(), g.get("output.same"), "sequence first, embed_dim keys");
+  check_close(r[1].tensor(), g.get("weights.same"), "sequence first weights");
+  // torch's parameter names and shapes
+  std::vector<std::string> names;
+  for (auto& [n, p] :
+       nn::MultiheadAttention(8, 2, 0.0, true, false, true, false, 5, 3).named_parameters())
+    names.push_back(n);
+  CHECK(names == std::vector<std::string>{"q_proj_weight", "k_proj_weight", "v_proj_weight",
+                                          "in_proj_bias", "bias_k", "bias_v", "out_proj.weight",
+                                          "out_proj.bias"});
+  // a key of the wrong width names all three widths
+  check_throws_mentioning<ValueError>(
+      [&] {
+        nn::MultiheadAttention m(8, 2, 0.0, true, true, false, false, 5, 3);
+        m({g.get("query"), g.get("value"), g.get("value")});
+      },
+      "expected last dims 8 (query), 5 (key) and 3 (value)");
+}
+
 TEST_CASE("MultiheadAttention parameters and errors") {
   auto m = std::make_shared<nn::MultiheadAttention>(6, 3);
   std::vector<std::string> names;

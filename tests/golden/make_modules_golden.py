@@ -177,6 +177,35 @@ def main():
         data["output." + name] = m(x)
     save("conv2d_padding", data)
 
+    # MultiheadAttention with kdim/vdim (separate projection weights), add_bias_kv and
+    # add_zero_attn, with both masks
+    data = {}
+    q, k, v = torch.randn(2, 3, 8), torch.randn(2, 4, 5), torch.randn(2, 4, 3)
+    kpm = torch.tensor([[False, True, False, False], [False, False, False, True]])
+    am = torch.randn(3, 4)
+    mhas = {"kv_dims": nn.MultiheadAttention(8, 2, kdim=5, vdim=3, batch_first=True),
+            "bias_kv": nn.MultiheadAttention(8, 4, add_bias_kv=True, kdim=5, vdim=3,
+                                             batch_first=True),
+            "zero_attn": nn.MultiheadAttention(8, 2, add_zero_attn=True, kdim=5, vdim=3,
+                                               batch_first=True),
+            "both": nn.MultiheadAttention(8, 2, add_bias_kv=True, add_zero_attn=True, kdim=5,
+                                          vdim=3, batch_first=True)}
+    for name, m in mhas.items():
+        with torch.no_grad():
+            m.in_proj_bias.copy_(torch.randn(24) * 0.1)
+        m.eval()
+        data.update(state(m, name + "."))
+        out, w = m(q, k, v, key_padding_mask=kpm, attn_mask=am, average_attn_weights=False)
+        data["output." + name], data["weights." + name] = out, w
+    same = nn.MultiheadAttention(8, 2, add_bias_kv=True, add_zero_attn=True)  # sequence first
+    same.eval()
+    qs = torch.randn(3, 2, 8)
+    data.update(state(same, "same."))
+    out, w = same(qs, qs, qs)
+    data.update({"output.same": out, "weights.same": w, "query_same": qs})
+    data.update({"query": q, "key": k, "value": v, "key_padding_mask": kpm, "attn_mask": am})
+    save("mha_options", data)
+
 
 if __name__ == "__main__":
     main()

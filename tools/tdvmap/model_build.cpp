@@ -338,13 +338,10 @@ const std::map<std::string, ModuleKind>& kinds() {
                                 {"batch_first", bool_v(false)}},
                                false,
                                [](Args& a) {
-                                 a.require_default("add_bias_kv", bool_v(false));
-                                 a.require_default("add_zero_attn", bool_v(false));
-                                 a.require_default("kdim", none());
-                                 a.require_default("vdim", none());
                                  return make<td::nn::MultiheadAttention>(
                                      a.i("embed_dim"), a.i("num_heads"), a.f("dropout"),
-                                     a.b("bias"), a.b("batch_first"));
+                                     a.b("bias"), a.b("batch_first"), a.b("add_bias_kv"),
+                                     a.b("add_zero_attn"), a.opt_i("kdim"), a.opt_i("vdim"));
                                }};
     return t;
   }();

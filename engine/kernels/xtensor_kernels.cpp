@@ -248,18 +248,32 @@ Tensor map_unary(const Tensor& x, F f) {
   return out;
 }
 
-// Contiguous floating maps with xsimd's vectorised math (std::exp and friends do not vectorise).
+// Floating maps with xsimd's vectorised math (std::exp and friends do not vectorise). Every
+// element goes through vf, the last ones in a zero-padded vector and a strided x gathered into
+// out first: std:: differs from xsimd in the last bits, and where an element falls (in the tail
+// or not, contiguous or not) changes with the number of sets a call holds, so a set's bits
+// depended on chunk_size and threads (Tanh's did, with most shapes, on AVX-512's 16 floats).
 template <class T, class V>
-Tensor simd_map(const Tensor& x, UnaryKind kind, V vf) {
+Tensor simd_map(const Tensor& x, V vf) {
   using B = xsimd::batch<T>;
   constexpr int64_t W = static_cast<int64_t>(B::size);
   Tensor out = Tensor::empty(x.shape(), dtype_of<T>());
   const T* xp = ptr<T>(x);
   T* op = ptr<T>(out);
+  if (!x.is_contiguous()) {
+    Nest<2> nest(x.shape(), {x.strides(), out.strides()});
+    nest.run([&](const std::array<int64_t, 2>& o) { op[o[1]] = xp[o[0]]; });
+    xp = op;
+  }
   const int64_t n = x.numel();
   int64_t i = 0;
   for (; i + W <= n; i += W) vf(B::load_unaligned(xp + i)).store_unaligned(op + i);
-  for (; i < n; ++i) op[i] = apply_unary(kind, xp[i]);
+  if (i < n) {
+    alignas(64) T buf[W] = {};
+    std::copy(xp + i, xp + n, buf);
+    vf(B::load_aligned(buf)).store_aligned(buf);
+    std::copy(buf, buf + (n - i), op + i);
+  }
   return out;
 }
 
@@ -268,22 +282,22 @@ std::optional<Tensor> simd_unary(UnaryKind kind, const Tensor& x) {
   using B = xsimd::batch<T>;
   switch (kind) {
     case UnaryKind::Exp:
-      return simd_map<T>(x, kind, [](B v) { return xsimd::exp(v); });
+      return simd_map<T>(x, [](B v) { return xsimd::exp(v); });
     case UnaryKind::Log:
-      return simd_map<T>(x, kind, [](B v) { return xsimd::log(v); });
+      return simd_map<T>(x, [](B v) { return xsimd::log(v); });
     case UnaryKind::Tanh:
-      return simd_map<T>(x, kind, [](B v) { return xsimd::tanh(v); });
+      return simd_map<T>(x, [](B v) { return xsimd::tanh(v); });
     case UnaryKind::Sqrt:
-      return simd_map<T>(x, kind, [](B v) { return xsimd::sqrt(v); });
+      return simd_map<T>(x, [](B v) { return xsimd::sqrt(v); });
     case UnaryKind::Rsqrt:
-      return simd_map<T>(x, kind, [](B v) { return B(T(1)) / xsimd::sqrt(v); });
+      return simd_map<T>(x, [](B v) { return B(T(1)) / xsimd::sqrt(v); });
     case UnaryKind::Sigmoid:
-      return simd_map<T>(x, kind, [](B v) { return B(T(1)) / (B(T(1)) + xsimd::exp(-v)); });
+      return simd_map<T>(x, [](B v) { return B(T(1)) / (B(T(1)) + xsimd::exp(-v)); });
     case UnaryKind::Gelu:
       return simd_map<T>(
-          x, kind, [](B v) { return B(T(0.5)) * v * (B(T(1)) + xsimd::erf(v * B(T(M_SQRT1_2)))); });
+          x, [](B v) { return B(T(0.5)) * v * (B(T(1)) + xsimd::erf(v * B(T(M_SQRT1_2)))); });
     case UnaryKind::GeluTanh:
-      return simd_map<T>(x, kind, [](B v) {
+      return simd_map<T>(x, [](B v) {
         const B inner = B(T(0.7978845608028654)) * (v + B(T(0.044715)) * v * v * v);
         return B(T(0.5)) * v * (B(T(1)) + xsimd::tanh(inner));
       });
@@ -849,8 +863,7 @@ Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype) {
   return visit_dtype(out_dtype, [&](auto tag) {
     using T = decltype(tag);
     if constexpr (std::is_floating_point_v<T>) {
-      if (xc.is_contiguous())
-        if (auto r = simd_unary<T>(kind, xc)) return *r;
+      if (auto r = simd_unary<T>(kind, xc)) return *r;
     }
     switch (kind) {
 #define TD_UN(K)     \

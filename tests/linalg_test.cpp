@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <string>
@@ -623,4 +624,39 @@ TEST_CASE("linear_relu is relu(linear) for every dtype and rank") {
   CHECK(kernel_count(KernelKind::Elementwise) == 0);
   check_throws_mentioning<ValueError>([] { linear_relu(ones({2, 3}), ones({4, 5})); },
                                       "[linear]");
+}
+
+// Eigen computes small products (rows + cols + depth < 20) coefficient by coefficient, and on
+// AVX-512 which coefficients took a scalar dot product depended on the output's alignment: a
+// set's product had other bits at another place in the batch (a chunk of MultiheadAttention).
+TEST_CASE("a small product has the same bits at any place in the batch") {
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (auto [m, k, n] : {std::array<int64_t, 3>{5, 4, 6}, {7, 5, 7}, {3, 8, 5}, {9, 1, 9}}) {
+      CAPTURE(dt == kFloat64);
+      CAPTURE(m);
+      CAPTURE(k);
+      CAPTURE(n);
+      const int64_t bt = 8;
+      Tensor a = seq({bt, m, k}, dt), b = seq({bt, k, n}, dt, 0.23), bias = seq({bt, n}, dt, 0.71);
+      Tensor whole = matmul(a, b).to(kFloat64);
+      Tensor nt = kernels::gemm_nt(a, b.transpose(1, 2), bias).to(kFloat64);
+      std::vector<double> av = a.to(kFloat64).to_vector<double>(),
+                          bv = b.to(kFloat64).to_vector<double>();
+      for (int64_t s = 0; s < bt; ++s) {
+        CAPTURE(s);
+        Tensor one = matmul(a.select(0, s), b.select(0, s)).to(kFloat64);
+        CHECK(equal(one, whole.select(0, s)));
+        Tensor one_nt = kernels::gemm_nt(a.slice(0, s, s + 1), b.slice(0, s, s + 1).transpose(1, 2),
+                                         bias.slice(0, s, s + 1))
+                            .to(kFloat64);
+        CHECK(equal(one_nt, nt.slice(0, s, s + 1)));
+        // and the values: a loop in double
+        std::vector<double> want = ref_mm(
+            std::vector<double>(av.begin() + s * m * k, av.begin() + (s + 1) * m * k),
+            std::vector<double>(bv.begin() + s * k * n, bv.begin() + (s + 1) * k * n), m, k, n);
+        std::vector<double> got = one.to_vector<double>();
+        for (size_t i = 0; i < want.size(); ++i) CHECK(std::abs(got[i] - want[i]) <= 1e-5);
+      }
+    }
+  }
 }

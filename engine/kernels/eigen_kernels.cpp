@@ -85,6 +85,29 @@ void with_map(Operand<T> o, F&& f) {
   }
 }
 
+// y = a @ b, or y += a @ b if add. Eigen computes a product with rows + cols + depth below
+// EIGEN_GEMM_TO_COEFFBASED_THRESHOLD coefficient by coefficient, and on AVX-512 it takes some
+// of them by a scalar dot product, which ones depending on where y's rows fall against 64-byte
+// lines: a set's bits changed with its place in a chunk (MultiheadAttention's scores, float64
+// Linear). Such a product is computed in an aligned buffer, then stored.
+template <class T, class A, class B>
+void product_into(OutMap<T>& y, const A& a, const B& b, bool add) {
+  constexpr int64_t kCoeffBased = EIGEN_GEMM_TO_COEFFBASED_THRESHOLD;
+  if (y.rows() + y.cols() + a.cols() < kCoeffBased) {
+    alignas(64) T buf[kCoeffBased * kCoeffBased];
+    Eigen::Map<RowMat<T>, Eigen::Aligned64> t(buf, y.rows(), y.cols());
+    t.noalias() = a * b;
+    if (add)
+      y += t;
+    else
+      y = t;
+  } else if (add) {
+    y.noalias() += a * b;
+  } else {
+    y.noalias() = a * b;
+  }
+}
+
 // One block of a product's output: rows [r0, r1), columns [c0, c1).
 struct Block {
   int64_t r0, r1, c0, c1;
@@ -169,8 +192,9 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
     }
     Operand<T> oa{pa + i * sa + blk.r0 * a1, blk.r1 - blk.r0, k, a1, a2};
     Operand<T> ob{pb + i * sb + blk.c0 * b2, k, blk.c1 - blk.c0, b1, b2};
-    with_map(oa,
-             [&](const auto& ma) { with_map(ob, [&](const auto& mb) { y.noalias() = ma * mb; }); });
+    with_map(oa, [&](const auto& ma) {
+      with_map(ob, [&](const auto& mb) { product_into<T>(y, ma, mb, false); });
+    });
   });
 }
 
@@ -197,7 +221,7 @@ void gemm_nt_one(Operand<T> x, Operand<T> w, const T* bias, int64_t bs, T* po, i
     // w^T is [K, M] with strides swapped: no transpose copy.
     Operand<T> wt{w.p, k, m, w.cs, w.rs};
     with_map(x, [&](const auto& mx) {
-      with_map(wt, [&](const auto& mwt) { y.noalias() += mx * mwt; });
+      with_map(wt, [&](const auto& mwt) { product_into<T>(y, mx, mwt, true); });
     });
   }
   if (relu) {

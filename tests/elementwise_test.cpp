@@ -400,6 +400,37 @@ TEST_CASE("vectorised unary maps give an element the same bits at any position a
   for (size_t i = 0; i < v.size(); ++i) CHECK(std::abs(th[i] - std::tanh(double(v[i]))) <= 1e-6);
 }
 
+// xsimd 8.1's exp overflows early and its double log is wrong on subnormals; torch's are not
+TEST_CASE("exp near the overflow edge and log of subnormals are right, as torch's") {
+  // float: exp(88.5) = 2.715e38 is finite (xsimd gave inf from 88.376 on), exp(88.8) is not,
+  // exp(-88.5) = 3.67e-39 is subnormal (xsimd gave 0)
+  std::vector<float> fx(20, 1.0f);
+  fx[3] = 88.5f, fx[17] = 88.7f, fx[18] = 88.8f, fx[19] = -88.5f, fx[4] = -103.0f;
+  const auto fe = exp(tensor(fx)).to_vector<float>();
+  for (size_t i = 0; i < fx.size(); ++i) {
+    CAPTURE(fx[i]);
+    const double want = std::exp(static_cast<double>(fx[i]));
+    if (want > std::numeric_limits<float>::max())
+      CHECK(std::isinf(fe[i]));
+    else  // within one float ulp, subnormal ulps included
+      CHECK(std::abs(fe[i] - want) <= std::max(2e-7 * want, 1.5e-45));
+  }
+  // sigmoid(-88.5) = 1 / (1 + exp(88.5)), a subnormal float, not 0
+  const auto sg = sigmoid(tensor(fx)).to_vector<float>();
+  CHECK(sg[19] > 0.0f);
+  CHECK(std::abs(sg[19] - 1.0 / (1.0 + std::exp(88.5))) <= 1e-44);
+  // double: exp(709.5) is finite; log of a subnormal is about -709.4 (xsimd gave -746.2)
+  std::vector<double> dx(9, 2.0);
+  dx[1] = 709.5, dx[2] = -740.0, dx[5] = 8.35e-309, dx[8] = 4.9e-324;
+  const auto de = exp(tensor(dx)).to_vector<double>();
+  CHECK(std::abs(de[1] - std::exp(709.5)) <= 1e-15 * std::exp(709.5));
+  CHECK(de[2] > 0.0);  // 4.2e-322, subnormal
+  const auto dl = log(tensor(dx)).to_vector<double>();
+  CHECK(dl[5] == doctest::Approx(std::log(8.35e-309)).epsilon(1e-14));
+  CHECK(dl[8] == doctest::Approx(-744.44007192138122).epsilon(1e-14));
+  CHECK(dl[0] == doctest::Approx(std::log(2.0)).epsilon(1e-15));
+}
+
 TEST_CASE("copy_into rejects a source that does not broadcast") {
   CHECK_THROWS_AS(kernels::copy_into(zeros({3}), zeros({2})), ValueError);
   CHECK_THROWS_AS(kernels::copy_into(zeros({2, 2}), zeros({2})), ValueError);

@@ -52,6 +52,20 @@ bool close(const Tensor& a, const Tensor& b, double rtol = 1e-6) {
   return a.shape() == b.shape() && allclose(a, b, rtol, 1e-6);
 }
 
+// functional_vmap(m, o) gives whole's bits with each chunk size and with loop = true.
+void check_same_bits_chunked_and_looped(const nn::Module& m, const nn::FunctionalVmapOptions& o,
+                                        const Tensor& whole, std::vector<int64_t> chunk_sizes) {
+  for (int64_t c : chunk_sizes) {
+    CAPTURE(c);
+    auto chunked = o;
+    chunked.chunk_size = c;
+    CHECK(equal(functional_vmap(m, chunked).tensor(), whole));
+  }
+  auto looped = o;
+  looped.loop = true;
+  CHECK(equal(functional_vmap(m, looped).tensor(), whole));
+}
+
 }  // namespace
 
 TEST_CASE("the reference page's examples") {
@@ -225,15 +239,7 @@ TEST_CASE("Tanh and GELU give the same bits with any chunk_size, loop and input 
   for (const auto& o : {shared, per_set}) {
     const Tensor whole = functional_vmap(*nets[0], o).tensor();
     CHECK(close(whole, loop_reference(*nets[0], params, o.args, o.kwargs, o.in_dims)));
-    for (int64_t c = 1; c <= 7; ++c) {
-      CAPTURE(c);
-      auto chunked = o;
-      chunked.chunk_size = c;
-      CHECK(equal(functional_vmap(*nets[0], chunked).tensor(), whole));
-    }
-    auto looped = o;
-    looped.loop = true;
-    CHECK(equal(functional_vmap(*nets[0], looped).tensor(), whole));
+    check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 2, 3, 4, 5, 6, 7});
   }
 }
 
@@ -390,14 +396,7 @@ TEST_CASE("with threads, chunk_size and loop give the same bits when the BLAS ru
         .params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}};
     for (const auto& o : {shared, per_set}) {
       Tensor whole = functional_vmap(*nets[0], o).tensor();
-      for (int64_t c : {1, 3}) {
-        auto chunked = o;
-        chunked.chunk_size = c;
-        CHECK(equal(functional_vmap(*nets[0], chunked).tensor(), whole));
-      }
-      auto looped = o;
-      looped.loop = true;
-      CHECK(equal(functional_vmap(*nets[0], looped).tensor(), whole));
+      check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 3});
     }
     // each set as its module alone computes it, on as many threads
     Tensor whole = functional_vmap(*nets[0], shared).tensor();

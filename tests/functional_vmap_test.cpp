@@ -7,6 +7,7 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <vector>
 
 #include "engine/engine.h"
 #include "modules/modules.h"

@@ -660,3 +660,24 @@ TEST_CASE("a small product has the same bits at any place in the batch") {
     }
   }
 }
+
+// A small product's path in Eigen depends on its operands' layouts: a set alone keeps a
+// transposed view where the batch's reshape copies it, so a set's bits changed with chunk_size
+// (MultiheadAttention's scores with one query).
+TEST_CASE("a small product has the same bits whatever its operands' layouts") {
+  int differing = 0;
+  for (DType dt : {kFloat32, kFloat64})
+    for (int64_t m = 1; m <= 9; ++m)
+      for (int64_t k = 1; k <= 9; ++k)
+        for (int64_t n = 1; n <= 9; ++n) {
+          const Tensor a = seq({2, m, k}, dt, 0.37), bt = seq({2, n, k}, dt, 0.61);
+          const Tensor b = bt.transpose(1, 2);  // each set's [k, n] is column-major
+          const Tensor batch = matmul(a, b);
+          for (int64_t i = 0; i < 2; ++i) {
+            const Tensor alone = matmul(a[i], b[i]), copied = matmul(a[i], b[i].contiguous());
+            const Tensor a_t = matmul(a[i].t().contiguous().t(), b[i]);  // a column-major too
+            differing += !equal(batch[i], alone) + !equal(alone, copied) + !equal(alone, a_t);
+          }
+        }
+  CHECK(differing == 0);
+}

@@ -89,14 +89,20 @@ void with_map(Operand<T> o, F&& f) {
 // EIGEN_GEMM_TO_COEFFBASED_THRESHOLD coefficient by coefficient, and on AVX-512 it takes some
 // of them by a scalar dot product, which ones depending on where y's rows fall against 64-byte
 // lines: a set's bits changed with its place in a chunk (MultiheadAttention's scores, float64
-// Linear). Such a product is computed in an aligned buffer, then stored.
+// Linear). Its path also depends on the operands' layouts, which differ between a set alone (a
+// transposed view) and a batch (matmul's reshape copies it). Such a product is computed from
+// row-major copies of a and b into an aligned buffer, then stored.
 template <class T, class A, class B>
 void product_into(OutMap<T>& y, const A& a, const B& b, bool add) {
   constexpr int64_t kCoeffBased = EIGEN_GEMM_TO_COEFFBASED_THRESHOLD;
   if (y.rows() + y.cols() + a.cols() < kCoeffBased) {
-    alignas(64) T buf[kCoeffBased * kCoeffBased];
-    Eigen::Map<RowMat<T>, Eigen::Aligned64> t(buf, y.rows(), y.cols());
-    t.noalias() = a * b;
+    alignas(64) T buf[kCoeffBased * kCoeffBased], abuf[kCoeffBased * kCoeffBased],
+        bbuf[kCoeffBased * kCoeffBased];
+    Eigen::Map<RowMat<T>, Eigen::Aligned64> t(buf, y.rows(), y.cols()),
+        ra(abuf, a.rows(), a.cols()), rb(bbuf, b.rows(), b.cols());
+    ra = a;
+    rb = b;
+    t.noalias() = ra * rb;
     if (add)
       y += t;
     else

@@ -12,6 +12,7 @@ Size2::Size2(std::initializer_list<int64_t> hw) {
   if (hw.size() != 2) throw_error<ValueError>("[Size2] expected 2 values (h, w), got ", hw.size());
   h = *hw.begin();
   w = *(hw.begin() + 1);
+  pair = true;
 }
 
 Padding2::Padding2(const std::string& m) : Size2(0), mode(m) {

@@ -13,6 +13,7 @@ struct Size2 {
   Size2(std::initializer_list<int64_t> hw);  // exactly two values (ValueError)
   IntList list() const { return {h, w}; }
   int64_t h, w;
+  bool pair = false;  // given as {h, w}: the pooling modules print it as a tuple, as torch
 };
 
 // Conv2d's padding: a Size2, or PyTorch's string padding "same" or "valid" (in `mode`; h and w

@@ -17,10 +17,10 @@ Tensor MaxPool2d::forward(const Tensor& input) {
 }
 
 namespace {
-// As torch prints a size given as one integer ("2"); a non-square one as a tuple ("(2, 3)").
+// As torch prints a size: as given, one integer ("2") or a pair ("(2, 3)", "(2, 2)").
 std::string size_repr(const Size2& v) {
   std::ostringstream os;
-  if (v.h == v.w)
+  if (v.h == v.w && !v.pair)
     os << v.h;
   else
     os << "(" << v.h << ", " << v.w << ")";

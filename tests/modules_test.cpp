@@ -229,6 +229,13 @@ TEST_CASE("MaxPool2d: ceil_mode and printing like PyTorch") {
   os2 << nn::MaxPool2d(nn::Size2{2, 3});
   CHECK(os2.str() ==
         "MaxPool2d(kernel_size=(2, 3), stride=(2, 3), padding=0, dilation=1, ceil_mode=False)");
+  // a square size given as a pair prints as a pair, as torch prints what it was given
+  std::ostringstream os3;
+  os3 << nn::MaxPool2d(nn::Size2{2, 2}, 1, nn::Size2{0, 0}) << " "
+      << nn::AvgPool2d(3, nn::Size2{2, 2});
+  CHECK(os3.str() ==
+        "MaxPool2d(kernel_size=(2, 2), stride=1, padding=(0, 0), dilation=1, ceil_mode=False) "
+        "AvgPool2d(kernel_size=3, stride=(2, 2), padding=0)");
 }
 
 TEST_CASE("golden: AvgPool2d with ceil_mode, count_include_pad and divisor_override") {

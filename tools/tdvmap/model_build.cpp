@@ -143,6 +143,7 @@ class Args {
     std::vector<int64_t> v = ints(name, 2);
     td::nn::Size2 out(v[0]);
     out.w = v[1];
+    out.pair = get(name).kind == Kind::Tuple;
     return out;
   }
   // Rejects a PyTorch argument td does not implement unless it has its default value.

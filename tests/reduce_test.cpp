@@ -622,3 +622,26 @@ TEST_CASE("int64 sums wrap as PyTorch's; a huge expanded reduction is a RuntimeE
         std::vector<int64_t>{min, min});
   check_throws_naming_op<RuntimeError>([] { ones({1}).expand({int64_t{1} << 62}).sum(); }, "sum");
 }
+
+// A reduction's bits must not depend on its input's layout: vmap's chunks and blocks of sets
+// give a set's slice other strides (a contiguous run, columns, or gathered elements), and sums
+// took a different order on each path (float64 var under vmap changed with chunk_size).
+TEST_CASE("sum, mean, var and std give the same bits whatever the input's layout") {
+  for (DType dt : {kFloat32, kFloat64})
+    for (auto shape : {Shape{3, 50, 7}, Shape{5, 9, 40}, Shape{2, 70, 3}}) {
+      const Tensor x = mul(randn(shape, dt), 3.0);
+      // the same values in two other layouts
+      const Tensor xt = x.permute({2, 1, 0}).contiguous().permute({2, 1, 0});
+      const Tensor xm = x.permute({1, 0, 2}).contiguous().permute({1, 0, 2});
+      for (const IntList& dims : {IntList{0}, IntList{1}, IntList{2}, IntList{0, 2}, IntList{}})
+        for (const Tensor& other : {xt, xm}) {
+          CAPTURE(dims);
+          CAPTURE(shape);
+          CAPTURE(dt == kFloat64);
+          CHECK(equal(sum(x, dims), sum(other, dims)));
+          CHECK(equal(mean(x, dims), mean(other, dims)));
+          CHECK(equal(var(x, dims), var(other, dims)));
+          CHECK(equal(td::std(x, dims), td::std(other, dims)));
+        }
+    }
+}

@@ -558,12 +558,28 @@ struct Gather {
 template <class T, class At>
 constexpr bool kFloatRun = std::is_floating_point_v<T>&& std::is_same_v<At, Run<T>>;
 
-// Sum of g(p[i]) over a contiguous floating run in double lanes (xsimd's converting loads widen
-// float), four chains to hide the add latency.
+// Every floating sum, in double, takes one order whatever the layout of its elements (a
+// contiguous run, columns, or gathered), so a reduction's bits do not depend on the input's
+// strides, which vmap's chunks and blocks of sets change: while whole groups of kSumLanes last,
+// element i goes to lane i % kSumLanes (four vectors: chains that hide the add latency); the
+// lanes are combined by sum_lanes; the rest follow in order.
+constexpr int64_t kSumW = static_cast<int64_t>(xsimd::batch<double>::size);
+constexpr int64_t kSumLanes = 4 * kSumW;
+
+// lane(l) for l < kSumLanes
+template <class L>
+double sum_lanes(L lane) {
+  double s = 0;
+  for (int64_t l = 0; l < kSumW; ++l)
+    s += (lane(l) + lane(kSumW + l)) + (lane(2 * kSumW + l) + lane(3 * kSumW + l));
+  return s;
+}
+
+// Sum of g(p[i]) over a contiguous floating run (xsimd's converting loads widen float).
 template <class T, class G>
 double run_sum(const T* p, int64_t n, G g) {
   using B = xsimd::batch<double>;
-  constexpr int64_t W = static_cast<int64_t>(B::size);
+  constexpr int64_t W = kSumW;
   B a0(0.0), a1(0.0), a2(0.0), a3(0.0);
   int64_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
@@ -572,7 +588,12 @@ double run_sum(const T* p, int64_t n, G g) {
     a2 += g(B::load_unaligned(p + i + 2 * W));
     a3 += g(B::load_unaligned(p + i + 3 * W));
   }
-  double s = xsimd::hadd((a0 + a1) + (a2 + a3));
+  alignas(64) double lane[kSumLanes];
+  a0.store_aligned(lane);
+  a1.store_aligned(lane + W);
+  a2.store_aligned(lane + 2 * W);
+  a3.store_aligned(lane + 3 * W);
+  double s = sum_lanes([&](int64_t l) { return lane[l]; });
   for (; i < n; ++i) s += g(static_cast<double>(p[i]));
   return s;
 }
@@ -582,6 +603,15 @@ template <class A, class T, class At, class G>
 A sum_of(int64_t n, At at, G g) {
   if constexpr (kFloatRun<T, At>) {
     return run_sum(at.p, n, g);
+  } else if constexpr (std::is_floating_point_v<T>) {
+    double lane[kSumLanes] = {};
+    const int64_t whole = n / kSumLanes * kSumLanes;
+    int64_t i = 0;
+    for (; i < whole; i += kSumLanes)
+      for (int64_t l = 0; l < kSumLanes; ++l) lane[l] += g(static_cast<double>(at(i + l)));
+    double s = sum_lanes([&](int64_t l) { return lane[l]; });
+    for (; i < n; ++i) s += g(static_cast<double>(at(i)));
+    return s;
   } else {
     A s = 0;
     for (int64_t i = 0; i < n; ++i) s += g(static_cast<A>(at(i)));
@@ -733,8 +763,32 @@ void best_columns(const T* xp, const Nest<1>& red, int64_t m, T* best, int64_t* 
   });
 }
 
-// Columns reduced at a time: their accumulators stay in L1.
-constexpr int64_t kColumnBlock = 512;
+// Columns reduced at a time: their accumulators (kSumLanes each for a floating sum) stay in L1.
+constexpr int64_t kColumnBlock = 64;
+
+// out[j] = the sum of g(row[j], j) over the r rows at red's offsets from xp, in sum_of's order.
+template <class T, class G>
+void column_sums(const T* xp, const Nest<1>& red, int64_t r, int64_t m, G g, double* out) {
+  double lane[kSumLanes][kColumnBlock];
+  for (auto& l : lane) std::fill_n(l, m, 0.0);
+  const int64_t whole = r / kSumLanes * kSumLanes;
+  auto combine = [&] {
+    for (int64_t j = 0; j < m; ++j) out[j] = sum_lanes([&](int64_t l) { return lane[l][j]; });
+  };
+  int64_t i = 0;
+  red.run([&](const std::array<int64_t, 1>& o) {
+    const T* row = xp + o[0];
+    if (i < whole) {
+      double* acc = lane[i % kSumLanes];
+      for (int64_t j = 0; j < m; ++j) acc[j] += g(static_cast<double>(row[j]), j);
+    } else {
+      if (i == whole) combine();
+      for (int64_t j = 0; j < m; ++j) out[j] += g(static_cast<double>(row[j]), j);
+    }
+    ++i;
+  });
+  if (whole == r) combine();
+}
 
 // op[j] for m contiguous kept columns xp[j], with the reduced rows at red's offsets (r of them).
 // Rows stream into m accumulators rather than striding down each column; every column still
@@ -746,31 +800,32 @@ void reduce_columns(ReduceKind kind, const T* xp, const Nest<1>& red, int64_t r,
     case ReduceKind::Sum:
     case ReduceKind::Mean: {
       Acc<T> acc[kColumnBlock];
-      std::fill_n(acc, m, 0);
-      red.run([&](const std::array<int64_t, 1>& o) {
-        const T* row = xp + o[0];
-        for (int64_t j = 0; j < m; ++j) acc[j] += Acc<T>(row[j]);
-      });
+      if constexpr (std::is_floating_point_v<T>) {
+        column_sums(
+            xp, red, r, m, [](double v, int64_t) { return v; }, acc);
+      } else {
+        std::fill_n(acc, m, 0);
+        red.run([&](const std::array<int64_t, 1>& o) {
+          const T* row = xp + o[0];
+          for (int64_t j = 0; j < m; ++j) acc[j] += Acc<T>(row[j]);
+        });
+      }
       for (int64_t j = 0; j < m; ++j) op[j] = sum_result<O>(kind, acc[j], r);
       return;
     }
     case ReduceKind::Var:
     case ReduceKind::Std: {
       double mean[kColumnBlock], ss[kColumnBlock];
-      std::fill_n(mean, m, 0.0);
-      std::fill_n(ss, m, 0.0);
-      red.run([&](const std::array<int64_t, 1>& o) {
-        const T* row = xp + o[0];
-        for (int64_t j = 0; j < m; ++j) mean[j] += static_cast<double>(row[j]);
-      });
+      column_sums(
+          xp, red, r, m, [](double v, int64_t) { return v; }, mean);
       for (int64_t j = 0; j < m; ++j) mean[j] /= static_cast<double>(r);
-      red.run([&](const std::array<int64_t, 1>& o) {
-        const T* row = xp + o[0];
-        for (int64_t j = 0; j < m; ++j) {
-          const double d = static_cast<double>(row[j]) - mean[j];
-          ss[j] += d * d;
-        }
-      });
+      column_sums(
+          xp, red, r, m,
+          [&](double v, int64_t j) {
+            const double d = v - mean[j];
+            return d * d;
+          },
+          ss);
       for (int64_t j = 0; j < m; ++j) op[j] = var_result<O>(kind, ss[j], r, unbiased);
       return;
     }

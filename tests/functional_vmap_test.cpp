@@ -247,6 +247,26 @@ TEST_CASE("Tanh and GELU give the same bits with any chunk_size, loop and input 
 
 // Its score products are small enough for Eigen's coefficient-based product, whose bits on
 // AVX-512 depended on where a set's output sat in the chunk.
+// vmap normalised and then applied the per-set weights in float32; a call alone applies them
+// in the kernel, in double: the last bits differed from loop = true.
+TEST_CASE("LayerNorm with per-set weights gives the bits of each set's call alone") {
+  manual_seed(13);
+  auto nets = ensemble(5, [] {
+    return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::Linear>(4, 6), std::make_shared<nn::LayerNorm>(IntList{6})});
+  });
+  TensorDict params =
+      TensorDict::from_modules(nets).apply([](const Tensor& t) { return randn(t.shape()); });
+  Tensor x = randn({3, 4}), xs = randn({5, 3, 4});
+  const nn::FunctionalVmapOptions shared{.params = params, .args = {x}};
+  const nn::FunctionalVmapOptions per_set{
+      .params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}};
+  for (const auto& o : {shared, per_set}) {
+    const Tensor whole = functional_vmap(*nets[0], o).tensor();
+    check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 2, 3});
+  }
+}
+
 // Also one query (a set alone keeps a transposed operand that the batch copies).
 TEST_CASE("MultiheadAttention gives the same bits with any chunk_size and loop") {
   manual_seed(12);

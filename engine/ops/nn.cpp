@@ -72,12 +72,15 @@ Tensor as_4d(const char* op, const Tensor& x) {
   throw_error<ValueError>("[", op, "] expects a 3-D or 4-D input, got shape ", x.shape());
 }
 
+// w and b hold one [d] row per set of rows_per_set rows.
 template <class T>
-void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const std::vector<double>& w,
-                     const std::vector<double>& b, double eps) {
+void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const std::vector<double>& wv,
+                     const std::vector<double>& bv, double eps, int64_t rows_per_set) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
+    const double* w = wv.data() + r / rows_per_set * d;
+    const double* b = bv.data() + r / rows_per_set * d;
     double mean = 0;
     for (int64_t i = 0; i < d; ++i) mean += xr[i];
     mean /= static_cast<double>(d);
@@ -356,19 +359,31 @@ std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   check_floating("layer_norm", x);
   check_same_dtype("layer_norm", x, w, "weight");
   check_same_dtype("layer_norm", x, b, "bias");
-  check_layer_norm("shape", x.shape(), ns, shape_or_null(w), shape_or_null(b));
+  // a.sets > 1 (vmap's rule with per-set weights): x [sets, ...], w and b [sets, *ns], each set's
+  // rows with its own, so a set's bits are those of its call alone
+  const int64_t sets = a.sets;
+  Shape per_set_ns = ns;
+  if (sets > 1) per_set_ns.insert(per_set_ns.begin(), sets);
+  for (const Tensor* t : {&w, &b})
+    if (t->defined() && t->shape() != per_set_ns && sets > 1)
+      throw_error<ValueError>("[layer_norm] weight or bias of shape ", t->shape(),
+                              " is not one per set (", per_set_ns, ")");
+  check_layer_norm("shape", x.shape(), ns, sets > 1 ? nullptr : shape_or_null(w),
+                   sets > 1 ? nullptr : shape_or_null(b));
+  if (sets > 1 && (x.dim() == 0 || x.size(0) != sets))
+    throw_error<ValueError>("[layer_norm] input of shape ", x.shape(), " is not ", sets, " sets");
   const int64_t d = shape_numel(ns);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   count_kernel(KernelKind::Other);
   if (out.numel() == 0) return {out};
   const int64_t rows = x.numel() / d;
-  std::vector<double> wv = values_or(w.defined() ? w.reshape({-1}) : w, d, 1.0);
-  std::vector<double> bv = values_or(b.defined() ? b.reshape({-1}) : b, d, 0.0);
+  std::vector<double> wv = values_or(w.defined() ? w.reshape({-1}) : w, sets * d, 1.0);
+  std::vector<double> bv = values_or(b.defined() ? b.reshape({-1}) : b, sets * d, 0.0);
   Tensor xc = x.contiguous();
   if (x.dtype() == DType::Float32)
-    layer_norm_loop(xc.data<float>(), out.data<float>(), rows, d, wv, bv, a.alpha);
+    layer_norm_loop(xc.data<float>(), out.data<float>(), rows, d, wv, bv, a.alpha, rows / sets);
   else
-    layer_norm_loop(xc.data<double>(), out.data<double>(), rows, d, wv, bv, a.alpha);
+    layer_norm_loop(xc.data<double>(), out.data<double>(), rows, d, wv, bv, a.alpha, rows / sets);
   return {out};
 }
 

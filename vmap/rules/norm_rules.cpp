@@ -7,8 +7,9 @@ namespace td::rules {
 namespace {
 
 // layer_norm(x, w?, b?): B*N -> B*N with the bdim in front (normalized dims are trailing);
-// batched w/b: normalise without them, then B*N * B1..N + B1..N.
-std::vector<Batched> layer_norm_rule(const RuleContext&, std::span<const Batched> in,
+// batched w/b at a single level: one call with every set's weights (attrs.sets), each set's rows
+// with its own, so a set gets the bits of its call alone.
+std::vector<Batched> layer_norm_rule(const RuleContext& ctx, std::span<const Batched> in,
                                      const OpAttrs& attrs) {
   const Batched& x = in[0];
   Batched w = in.size() > 1 ? in[1] : Batched{};
@@ -19,16 +20,36 @@ std::vector<Batched> layer_norm_rule(const RuleContext&, std::span<const Batched
   impl::check_same_dtype("layer_norm", x.value, b.value, "bias");
   impl::check_layer_norm("per-set shape", per_set_shape(x), attrs.sizes, OptShape(w).get(),
                          OptShape(b).get());
-  Tensor xf = move_bdim_to_front(x);
   double eps = attrs.alpha;
-  if (!w.bdim && !b.bdim) return one(layer_norm(xf, attrs.sizes, w.value, b.value, eps), 0);
-  Tensor y = layer_norm(xf, attrs.sizes, {}, {}, eps);
-  Batched yb{y, x.bdim ? std::optional<int64_t>(0) : std::nullopt};
-  int64_t r = logical_rank(yb);
-  auto aligned = [&](const Batched& p) { return p.bdim ? front_and_pad(p, r) : p.value; };
-  if (w.value.defined()) y = mul(y, aligned(w));
-  if (b.value.defined()) y = add(y, aligned(b));
-  return one(y, 0);  // bdim-front: at least one of x, w, b is batched
+  if (!w.bdim && !b.bdim)
+    return one(layer_norm(move_bdim_to_front(x), attrs.sizes, w.value, b.value, eps), 0);
+  auto outer = [](const Batched& p) { return p.value.defined() && p.value.is_batched(); };
+  const int64_t sets = ctx.batch_size;
+  if (!active_levels().empty() || outer(x) || outer(w) || outer(b) || sets == 0) {
+    // nested levels (or no sets): normalise without w and b, then B*N * B1..N + B1..N
+    Tensor y = layer_norm(move_bdim_to_front(x), attrs.sizes, {}, {}, eps);
+    Batched yb{y, x.bdim ? std::optional<int64_t>(0) : std::nullopt};
+    int64_t r = logical_rank(yb);
+    auto aligned = [&](const Batched& p) { return p.bdim ? front_and_pad(p, r) : p.value; };
+    if (w.value.defined()) y = mul(y, aligned(w));
+    if (b.value.defined()) y = add(y, aligned(b));
+    return one(y, 0);  // bdim-front: at least one of x, w, b is batched
+  }
+  Shape stacked = attrs.sizes;
+  stacked.insert(stacked.begin(), sets);
+  auto per_set = [&](const Batched& p) -> Tensor {
+    if (!p.value.defined()) return {};
+    return (p.bdim ? move_bdim_to_front(p) : p.value.unsqueeze(0).expand(stacked)).contiguous();
+  };
+  const Tensor args[] = {ensure_has_bdim(x, sets), per_set(w), per_set(b)};
+  if (sets == 1) {  // attrs.sets = 1 means unstacked weights: the one set's call
+    auto first = [](const Tensor& t) { return t.defined() ? t[0] : t; };
+    return one(
+        layer_norm(args[0][0], attrs.sizes, first(args[1]), first(args[2]), eps).unsqueeze(0), 0);
+  }
+  OpAttrs a = attrs;
+  a.sets = sets;
+  return one(call_op(OpId::layer_norm, args, a)[0], 0);
 }
 
 // batch_norm(x, rm?, rv?, w?, b?) folds B into channels:

@@ -267,6 +267,23 @@ TEST_CASE("LayerNorm with per-set weights gives the bits of each set's call alon
   }
 }
 
+// The same for BatchNorm on a shared input without running stats: only its affine weights are
+// per set, and the rule applied them after the kernel, in float32.
+TEST_CASE("BatchNorm with per-set weights on a shared input gives each set's bits") {
+  manual_seed(14);
+  auto nets = ensemble(4, [] {
+    return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
+        std::make_shared<nn::BatchNorm1d>(5, 1e-5, 0.1, true, false),
+        std::make_shared<nn::Linear>(5, 2)});
+  });
+  for (auto& n : nets) n->train();
+  TensorDict params =
+      TensorDict::from_modules(nets).apply([](const Tensor& t) { return randn(t.shape()); });
+  const nn::FunctionalVmapOptions o{.params = params, .args = {randn({6, 5})}};
+  const Tensor whole = functional_vmap(*nets[0], o).tensor();
+  check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 3});
+}
+
 // Also one query (a set alone keeps a transposed operand that the batch copies).
 TEST_CASE("MultiheadAttention gives the same bits with any chunk_size and loop") {
   manual_seed(12);

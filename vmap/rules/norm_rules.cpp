@@ -78,8 +78,10 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
         "(per-set input shape ",
         shape_str(per_set_shape(x)), ", running_mean shape ",
         rm.value.defined() ? shape_str(rm.value.shape()) : std::string("None"), ")");
-  if (!x.bdim && !stats_batched) {
-    // only the affine params are batched: normalise once, then N C * x B1C1.. + B1C1..
+  if (!x.bdim && !stats_batched && bsz == 0) {
+    // no sets, only the affine params batched: normalise once, then N C * x B1C1.. + B1C1..
+    // (with sets, the folded call below applies each set's weights in the kernel, as a call
+    // alone does)
     Tensor y = batch_norm(x.value, rm.value, rv.value, {}, {}, training, attrs.alpha, attrs.beta);
     int64_t r = y.dim();
     auto aligned = [&](const Batched& p) {

@@ -575,18 +575,39 @@ double sum_lanes(L lane) {
   return s;
 }
 
-// Sum of g(p[i]) over a contiguous floating run (xsimd's converting loads widen float).
+// acc + d * d rounded once on every path: GCC would contract it in some paths and not in others
+// (xsimd's AVX-512 fma is a * b + c, left to the compiler), so a variance's bits would depend on
+// the layout. Without FMA hardware nothing is fused.
+inline double add_square(double acc, double d) {
+#ifdef __FMA__
+  return std::fma(d, d, acc);
+#else
+  return acc + d * d;
+#endif
+}
+template <class A>
+xsimd::batch<double, A> add_square(xsimd::batch<double, A> acc, xsimd::batch<double, A> d) {
+  return xsimd::fma(d, d, acc);
+}
+
+// Sum steps: acc = step(acc, v) for each element v (a double or a batch of them).
+constexpr auto kPlus = [](auto acc, auto v) { return acc + v; };
+inline auto squares_about(double m) {
+  return [m](auto acc, auto v) { return add_square(acc, v - m); };
+}
+
+// step over a contiguous floating run (xsimd's converting loads widen float).
 template <class T, class G>
-double run_sum(const T* p, int64_t n, G g) {
+double run_sum(const T* p, int64_t n, G step) {
   using B = xsimd::batch<double>;
   constexpr int64_t W = kSumW;
   B a0(0.0), a1(0.0), a2(0.0), a3(0.0);
   int64_t i = 0;
   for (; i + 4 * W <= n; i += 4 * W) {
-    a0 += g(B::load_unaligned(p + i));
-    a1 += g(B::load_unaligned(p + i + W));
-    a2 += g(B::load_unaligned(p + i + 2 * W));
-    a3 += g(B::load_unaligned(p + i + 3 * W));
+    a0 = step(a0, B::load_unaligned(p + i));
+    a1 = step(a1, B::load_unaligned(p + i + W));
+    a2 = step(a2, B::load_unaligned(p + i + 2 * W));
+    a3 = step(a3, B::load_unaligned(p + i + 3 * W));
   }
   alignas(64) double lane[kSumLanes];
   a0.store_aligned(lane);
@@ -594,27 +615,29 @@ double run_sum(const T* p, int64_t n, G g) {
   a2.store_aligned(lane + 2 * W);
   a3.store_aligned(lane + 3 * W);
   double s = sum_lanes([&](int64_t l) { return lane[l]; });
-  for (; i < n; ++i) s += g(static_cast<double>(p[i]));
+  for (; i < n; ++i) s = step(s, static_cast<double>(p[i]));
   return s;
 }
 
-// Sum of g(at(i)) in A. Integer adds reassociate, so the compiler vectorises a run of those.
+// step over at(0 .. n-1) in A, from 0. Integer adds reassociate, so the compiler vectorises a
+// run of those.
 template <class A, class T, class At, class G>
-A sum_of(int64_t n, At at, G g) {
+A sum_of(int64_t n, At at, G step) {
   if constexpr (kFloatRun<T, At>) {
-    return run_sum(at.p, n, g);
+    return run_sum(at.p, n, step);
   } else if constexpr (std::is_floating_point_v<T>) {
     double lane[kSumLanes] = {};
     const int64_t whole = n / kSumLanes * kSumLanes;
     int64_t i = 0;
     for (; i < whole; i += kSumLanes)
-      for (int64_t l = 0; l < kSumLanes; ++l) lane[l] += g(static_cast<double>(at(i + l)));
+      for (int64_t l = 0; l < kSumLanes; ++l)
+        lane[l] = step(lane[l], static_cast<double>(at(i + l)));
     double s = sum_lanes([&](int64_t l) { return lane[l]; });
-    for (; i < n; ++i) s += g(static_cast<double>(at(i)));
+    for (; i < n; ++i) s = step(s, static_cast<double>(at(i)));
     return s;
   } else {
     A s = 0;
-    for (int64_t i = 0; i < n; ++i) s += g(static_cast<A>(at(i)));
+    for (int64_t i = 0; i < n; ++i) s = step(s, static_cast<A>(at(i)));
     return s;
   }
 }
@@ -723,14 +746,11 @@ O reduce_slot(ReduceKind kind, int64_t r, At at, bool unbiased) {
   switch (kind) {
     case ReduceKind::Sum:
     case ReduceKind::Mean:
-      return sum_result<O>(kind, sum_of<Acc<T>, T>(r, at, [](auto v) { return v; }), r);
+      return sum_result<O>(kind, sum_of<Acc<T>, T>(r, at, kPlus), r);
     case ReduceKind::Var:
     case ReduceKind::Std: {
-      const double m = sum_of<double, T>(r, at, [](auto v) { return v; }) / static_cast<double>(r);
-      const double ss = sum_of<double, T>(r, at, [m](auto v) {
-        const auto d = v - m;
-        return d * d;
-      });
+      const double m = sum_of<double, T>(r, at, kPlus) / static_cast<double>(r);
+      const double ss = sum_of<double, T>(r, at, squares_about(m));
       return var_result<O>(kind, ss, r, unbiased);
     }
     case ReduceKind::Amax:
@@ -766,9 +786,10 @@ void best_columns(const T* xp, const Nest<1>& red, int64_t m, T* best, int64_t* 
 // Columns reduced at a time: their accumulators (kSumLanes each for a floating sum) stay in L1.
 constexpr int64_t kColumnBlock = 64;
 
-// out[j] = the sum of g(row[j], j) over the r rows at red's offsets from xp, in sum_of's order.
-template <class T, class G>
-void column_sums(const T* xp, const Nest<1>& red, int64_t r, int64_t m, G g, double* out) {
+// out[j] = column j's step (made by step_of(j)) over the r rows at red's offsets from xp, in
+// sum_of's order.
+template <class T, class S>
+void column_sums(const T* xp, const Nest<1>& red, int64_t r, int64_t m, S step_of, double* out) {
   double lane[kSumLanes][kColumnBlock];
   for (auto& l : lane) std::fill_n(l, m, 0.0);
   const int64_t whole = r / kSumLanes * kSumLanes;
@@ -780,10 +801,10 @@ void column_sums(const T* xp, const Nest<1>& red, int64_t r, int64_t m, G g, dou
     const T* row = xp + o[0];
     if (i < whole) {
       double* acc = lane[i % kSumLanes];
-      for (int64_t j = 0; j < m; ++j) acc[j] += g(static_cast<double>(row[j]), j);
+      for (int64_t j = 0; j < m; ++j) acc[j] = step_of(j)(acc[j], static_cast<double>(row[j]));
     } else {
       if (i == whole) combine();
-      for (int64_t j = 0; j < m; ++j) out[j] += g(static_cast<double>(row[j]), j);
+      for (int64_t j = 0; j < m; ++j) out[j] = step_of(j)(out[j], static_cast<double>(row[j]));
     }
     ++i;
   });
@@ -802,7 +823,7 @@ void reduce_columns(ReduceKind kind, const T* xp, const Nest<1>& red, int64_t r,
       Acc<T> acc[kColumnBlock];
       if constexpr (std::is_floating_point_v<T>) {
         column_sums(
-            xp, red, r, m, [](double v, int64_t) { return v; }, acc);
+            xp, red, r, m, [](int64_t) { return kPlus; }, acc);
       } else {
         std::fill_n(acc, m, 0);
         red.run([&](const std::array<int64_t, 1>& o) {
@@ -817,15 +838,10 @@ void reduce_columns(ReduceKind kind, const T* xp, const Nest<1>& red, int64_t r,
     case ReduceKind::Std: {
       double mean[kColumnBlock], ss[kColumnBlock];
       column_sums(
-          xp, red, r, m, [](double v, int64_t) { return v; }, mean);
+          xp, red, r, m, [](int64_t) { return kPlus; }, mean);
       for (int64_t j = 0; j < m; ++j) mean[j] /= static_cast<double>(r);
       column_sums(
-          xp, red, r, m,
-          [&](double v, int64_t j) {
-            const double d = v - mean[j];
-            return d * d;
-          },
-          ss);
+          xp, red, r, m, [&](int64_t j) { return squares_about(mean[j]); }, ss);
       for (int64_t j = 0; j < m; ++j) op[j] = var_result<O>(kind, ss[j], r, unbiased);
       return;
     }

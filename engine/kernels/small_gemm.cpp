@@ -40,6 +40,15 @@ struct Product {
   bool relu;
 };
 
+// a * b + c rounded once. xsimd 8.1's AVX-512 fma is a * b + c left to the compiler's
+// contraction (-ffp-contract=off would split every FMA in two), so that one is explicit.
+inline V fmadd(V a, V b, V c) {
+#ifdef __AVX512F__
+  if constexpr (W == 16) return _mm512_fmadd_ps(a, b, c);
+#endif
+  return xsimd::fma(a, b, c);
+}
+
 // max(v, 0) with a NaN v kept, as relu: maxps returns its second operand when either is NaN
 inline V relu_keep_nan(V v) { return xsimd::max(V(0.0f), v); }
 
@@ -94,10 +103,10 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
       for (int r = 0; r < R; ++r) {
         const V av(a[r * ars + p * acs]);
         const V aw(a[r * ars + (p + 1) * acs]);
-        acc[r][0] = xsimd::fma(av, b0, acc[r][0]);
-        acc[r][1] = xsimd::fma(av, b1, acc[r][1]);
-        odd[r][0] = xsimd::fma(aw, c0, odd[r][0]);
-        odd[r][1] = xsimd::fma(aw, c1, odd[r][1]);
+        acc[r][0] = fmadd(av, b0, acc[r][0]);
+        acc[r][1] = fmadd(av, b1, acc[r][1]);
+        odd[r][0] = fmadd(aw, c0, odd[r][0]);
+        odd[r][1] = fmadd(aw, c1, odd[r][1]);
       }
     }
 #pragma GCC unroll 8
@@ -112,8 +121,8 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const V av(a[r * ars + p * acs]);
-      acc[r][0] = xsimd::fma(av, b0, acc[r][0]);
-      acc[r][1] = xsimd::fma(av, b1, acc[r][1]);
+      acc[r][0] = fmadd(av, b0, acc[r][0]);
+      acc[r][1] = fmadd(av, b1, acc[r][1]);
     }
   }
   if (relu) {
@@ -288,7 +297,7 @@ void dot_tile(const float* x, int64_t xrs, const float* w, int64_t wrs, int64_t 
     for (int r = 0; r < R; ++r) {
       const V xv = V::load_unaligned(x + r * xrs + p);
 #pragma GCC unroll 4
-      for (int j = 0; j < J; ++j) acc[r * J + j] = xsimd::fma(xv, wv[j], acc[r * J + j]);
+      for (int j = 0; j < J; ++j) acc[r * J + j] = fmadd(xv, wv[j], acc[r * J + j]);
     }
   }
   if (p < k) {  // the last k % W columns, zero-padded to a vector
@@ -315,7 +324,7 @@ void dot_tile(const float* x, int64_t xrs, const float* w, int64_t wrs, int64_t 
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
-      for (int j = 0; j < J; ++j) acc[r * J + j] = xsimd::fma(xt[r], wt[j], acc[r * J + j]);
+      for (int j = 0; j < J; ++j) acc[r * J + j] = fmadd(xt[r], wt[j], acc[r * J + j]);
   }
   V sums = sum_each(acc) + bias;
   if (relu) sums = relu_keep_nan(sums);

@@ -18,6 +18,10 @@
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 namespace td::kernels {
 namespace {
 
@@ -587,6 +591,9 @@ inline double add_square(double acc, double d) {
 }
 template <class A>
 xsimd::batch<double, A> add_square(xsimd::batch<double, A> acc, xsimd::batch<double, A> d) {
+#ifdef __AVX512F__
+  if constexpr (xsimd::batch<double, A>::size == 8) return _mm512_fmadd_pd(d, d, acc);
+#endif
   return xsimd::fma(d, d, acc);
 }
 

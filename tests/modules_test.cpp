@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -161,6 +162,17 @@ TEST_CASE("golden: pad in every mode, cropping too") {
       "takes an input of 4 dims");
   check_throws_mentioning<ValueError>([&] { pad(x, {0, 0, 0, 7}, "circular"); }, "more than once");
   check_throws_mentioning<ValueError>([&] { pad(x, {-4, -3}); }, "negative size");
+  // sizes past int64 and crops past the dim are errors, not overflow
+  const int64_t big = std::numeric_limits<int64_t>::max(),
+                low = std::numeric_limits<int64_t>::min();
+  check_throws_mentioning<ValueError>([&] { pad(x, {big, big}); }, "past int64");
+  check_throws_mentioning<ValueError>([&] { pad(x, {low, big}); }, "[pad] padding");
+  check_throws_mentioning<ValueError>([&] { pad(x, {-7, 5}); }, "[pad] padding");
+  check_throws_mentioning<RuntimeError>(
+      [&] {
+        pad(x[0], {int64_t{1} << 60, 0}, "replicate");
+      },
+      "[pad] cannot allocate");
 }
 
 TEST_CASE("golden: Conv2d with padding 'same' or 'valid' and every padding_mode") {

@@ -667,10 +667,11 @@ Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode, double 
   for (int64_t i = 0; i < dims; ++i) {
     const int64_t d = rank - 1 - i, n = y.size(d);
     const int64_t lo = pad[2 * i], hi = pad[2 * i + 1];
-    const int64_t len = n + lo + hi;
-    if (len < 0)
+    int64_t len = 0;
+    if (lo < -n || hi < -n || __builtin_add_overflow(n, lo, &len) ||
+        __builtin_add_overflow(len, hi, &len) || len < 0)
       throw_error<ValueError>("[pad] padding ", pad, " crops dim ", d, " of input of shape ",
-                              x.shape(), " to a negative size");
+                              x.shape(), " to a negative size, or grows it past int64");
     if (constant) {
       // crop first, then the value blocks
       Tensor mid =
@@ -706,7 +707,13 @@ Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode, double 
     if ((mode == "circular" ? kept : n) <= 0 && len > 0)
       throw_error<ValueError>("[pad] ", mode, " padding ", pad, " of an empty dim ", d,
                               " of input of shape ", x.shape());
-    std::vector<int64_t> idx(static_cast<size_t>(len));
+    std::vector<int64_t> idx;
+    try {
+      idx.resize(static_cast<size_t>(len));
+    } catch (const std::exception&) {  // length_error or bad_alloc
+      throw_error<RuntimeError>("[pad] cannot allocate the ", len, " indices of dim ", d,
+                                " padded by ", pad, " (input of shape ", x.shape(), ")");
+    }
     for (int64_t j = 0; j < len; ++j) {
       const int64_t i0 = j - lo;  // output j reads input i0, mapped into range
       int64_t s = i0;

@@ -38,6 +38,11 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, i
         padding_mode, "'");
   if (padding.mode == "same" && (s.h != 1 || s.w != 1))
     throw_error<ValueError>("[Conv2d] padding='same' is not supported for strided convolutions");
+  int64_t reach = 0;  // 'same' pads dilation * (kernel - 1) in all
+  if (padding.mode == "same" && (__builtin_mul_overflow(d.h, k.h - 1, &reach) ||
+                                 __builtin_mul_overflow(d.w, k.w - 1, &reach)))
+    throw_error<ValueError>("[Conv2d] padding='same' with kernel_size (", k.h, ", ", k.w,
+                            ") and dilation (", d.h, ", ", d.w, ") overflows int64");
   if (g <= 0) throw_error<ValueError>("[Conv2d] groups must be positive, got ", g);
   if (in % g != 0) throw_error<ValueError>("[Conv2d] in_channels must be divisible by groups");
   if (out % g != 0) throw_error<ValueError>("[Conv2d] out_channels must be divisible by groups");

@@ -215,6 +215,8 @@ TEST_CASE("golden: Conv2d with padding 'same' or 'valid' and every padding_mode"
                                       "[Conv2d] invalid padding string 'full'");
   check_throws_mentioning<ValueError>([] { nn::Conv2d(3, 4, 3, 1, 0, 1, 1, true, "wrap"); },
                                       "[Conv2d] padding_mode must be");
+  check_throws_mentioning<ValueError>([] { nn::Conv2d(3, 4, 3, 1, "same", int64_t{1} << 62); },
+                                      "[Conv2d] padding='same'");
 }
 
 TEST_CASE("golden: MaxPool2d") {

@@ -44,6 +44,7 @@ struct OpAttrs {
   Scalar value, value2;        // exact scalars (integers beyond 2^53): fill value, clamp bounds
   bool keepdim = false, training = false, flag = false;
   bool count_include_pad = true;  // avg_pool2d
+  bool with_indices = false;      // max_pool2d: its argmax indices as a second output
   int64_t divisor = 0;            // avg_pool2d's divisor_override, 0 for none
   bool has_min = false, has_max = false;
   DType dtype = DType::Float32;

@@ -265,6 +265,12 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
 Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
                   const IntOrList& padding = {0, 0}, const IntOrList& dilation = {1, 1},
                   bool ceil_mode = false);
+// return_indices=True: the output and each window's argmax as int64 iy * W + ix in its plane.
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const IntOrList& kernel_size,
+                                                   const IntOrList& stride = {},
+                                                   const IntOrList& padding = {0, 0},
+                                                   const IntOrList& dilation = {1, 1},
+                                                   bool ceil_mode = false);
 // As torch's: ceil_mode as max_pool2d's; a window divides by its size counting the padding
 // (count_include_pad) but not what a ceil_mode window runs past it, or by divisor_override.
 Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},

@@ -6,9 +6,23 @@
 
 namespace td::nn {
 
-MaxPool2d::MaxPool2d(Size2 k, std::optional<Size2> s, Size2 p, Size2 d, bool c)
-    : kernel_size(k), stride(s ? *s : k), padding(p), dilation(d), ceil_mode(c) {
-  register_method("forward", &MaxPool2d::forward, {"input"});
+MaxPool2d::MaxPool2d(Size2 k, std::optional<Size2> s, Size2 p, Size2 d, bool c, bool indices)
+    : kernel_size(k),
+      stride(s ? *s : k),
+      padding(p),
+      dilation(d),
+      ceil_mode(c),
+      return_indices(indices) {
+  if (return_indices)
+    register_method("forward", &MaxPool2d::forward_with_indices, {"input"});
+  else
+    register_method("forward", &MaxPool2d::forward, {"input"});
+}
+
+Value MaxPool2d::forward_with_indices(const Tensor& input) {
+  auto [out, indices] = max_pool2d_with_indices(input, kernel_size.list(), stride.list(),
+                                                padding.list(), dilation.list(), ceil_mode);
+  return Value(ValueList{Value(out), Value(indices)});
 }
 
 Tensor MaxPool2d::forward(const Tensor& input) {

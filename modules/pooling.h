@@ -6,15 +6,19 @@
 
 namespace td::nn {
 
-// stride defaults to kernel_size; ceil_mode as max_pool2d's.
+// stride defaults to kernel_size; ceil_mode as max_pool2d's. With return_indices the module's
+// "forward" method (what calling it and functional_vmap run) returns [output, indices], as
+// torch's; the C++ forward() returns the output only.
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
-                     Size2 padding = 0, Size2 dilation = 1, bool ceil_mode = false);
+                     Size2 padding = 0, Size2 dilation = 1, bool ceil_mode = false,
+                     bool return_indices = false);
   Tensor forward(const Tensor& input);
+  Value forward_with_indices(const Tensor& input);
 
   Size2 kernel_size, stride, padding, dilation;
-  bool ceil_mode;
+  bool ceil_mode, return_indices;
 
  protected:
   std::string extra_repr() const override;

@@ -252,6 +252,39 @@ TEST_CASE("MaxPool2d: ceil_mode and printing like PyTorch") {
         "AvgPool2d(kernel_size=3, stride=(2, 2), padding=0)");
 }
 
+TEST_CASE("golden: MaxPool2d with return_indices, under functional_vmap too") {
+  TensorDict g = golden("maxpool2d_indices");
+  const Tensor x = g.get("input");
+  nn::MaxPool2d plain(3, 2, 1, 1, false, true);
+  nn::MaxPool2d dilated(nn::Size2{2, 3}, 2, 1, nn::Size2{2, 1}, true, true);
+  for (auto [name, m] : {std::pair{"plain", &plain}, std::pair{"dilated_ceil", &dilated}}) {
+    CAPTURE(name);
+    Value r = (*m)({x});
+    check_close(r[0].tensor(), g.get(std::string("output.") + name), "output");
+    CHECK(r[1].tensor().dtype() == kInt64);
+    CHECK(equal(r[1].tensor(), g.get(std::string("indices.") + name)));
+    CHECK(equal(m->forward(x), r[0].tensor()));  // the C++ forward(): the output alone
+  }
+  // torch's ties and specials: the first maximum, the last NaN, the first tap when all are -inf
+  const float nan = std::nanf(""), inf = std::numeric_limits<float>::infinity();
+  auto indices = [](const Tensor& t, int64_t pad) {
+    return std::get<1>(max_pool2d_with_indices(t, 2, {}, pad)).to_vector<int64_t>();
+  };
+  CHECK(indices(tensor({3.f, 1.f, 3.f, 2.f}, {1, 1, 2, 2}), 0) == std::vector<int64_t>{0});
+  CHECK(indices(tensor({nan, 1.f, nan, 2.f}, {1, 1, 2, 2}), 0) == std::vector<int64_t>{2});
+  CHECK(indices(tensor({nan, nan, 0.f, 2.f}, {1, 1, 2, 2}), 0) == std::vector<int64_t>{1});
+  CHECK(indices(full({1, 1, 2, 2}, -inf), 1) == std::vector<int64_t>{0, 1, 2, 3});
+  // under functional_vmap (no parameters), per-set input: each set's call
+  const nn::FunctionalVmapOptions o{
+      .params = TensorDict(Shape{2}), .kwargs = {{"input", x}}, .in_dims = {{"input", 0}}};
+  Value v = nn::functional_vmap(plain, o);
+  for (int64_t i = 0; i < 2; ++i) {
+    Value one = plain({x[i]});
+    CHECK(equal(v[0].tensor()[i], one[0].tensor()));
+    CHECK(equal(v[1].tensor()[i], one[1].tensor()));
+  }
+}
+
 TEST_CASE("golden: AvgPool2d with ceil_mode, count_include_pad and divisor_override") {
   TensorDict g = golden("avgpool2d");
   Tensor x = g.get("input");

@@ -246,7 +246,10 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
 }
 
 template <class T>
-void pool_loop(const Tensor& x, T* out, const PoolGeom& g, bool is_max, const OpAttrs& a) {
+// idx (max only, or null): each window's argmax as iy * W + ix in its input plane, the first
+// maximum or NaN met, or the first tap when all are -inf, as torch's.
+void pool_loop(const Tensor& x, T* out, int64_t* idx, const PoolGeom& g, bool is_max,
+               const OpAttrs& a) {
   const T* xp = x.data<T>();
   const Strides& st = x.strides();
   // avg's divisor, torch's: the window clipped to the padded input (count_include_pad), or to
@@ -275,19 +278,23 @@ void pool_loop(const Tensor& x, T* out, const PoolGeom& g, bool is_max, const Op
           const int64_t y0 = oy * g.stride[0] - g.pad[0], x0 = ox * g.stride[1] - g.pad[1];
           const auto [ilo, ihi] = taps(y0, g.dil[0], g.k[0], g.h);
           const auto [jlo, jhi] = taps(x0, g.dil[1], g.k[1], g.w);
+          int64_t at = (y0 + ilo * g.dil[0]) * g.w + (x0 + jlo * g.dil[1]);
           for (int64_t i = ilo; i < ihi; ++i) {
             const int64_t iy = y0 + i * g.dil[0];
             for (int64_t j = jlo; j < jhi; ++j) {
               const int64_t ix = x0 + j * g.dil[1];
               const double v = plane[iy * st[2] + ix * st[3]];
-              if (!is_max)
+              if (!is_max) {
                 acc += v;
-              else if (v > acc || std::isnan(v))
+              } else if (v > acc || std::isnan(v)) {  // torch's index: the last NaN
                 acc = v;
-              if (is_max && std::isnan(acc)) break;
+                at = iy * g.w + ix;
+              }
+              if (is_max && !idx && std::isnan(acc)) break;
             }
           }
           *out++ = static_cast<T>(is_max ? acc : acc / divisor(y0, x0, ihi - ilo, jhi - jlo));
+          if (idx) *idx++ = at;
         }
     }
 }
@@ -299,14 +306,19 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
   check_floating(op, x);
   PoolGeom g = pool_geom(op, "shape", x.shape(), a, is_max);
   Tensor out = Tensor::empty({g.n, g.c, g.oh, g.ow}, x.dtype());
+  const bool with_indices = is_max && a.with_indices;
+  Tensor idx = with_indices ? Tensor::empty(out.shape(), DType::Int64) : Tensor();
+  int64_t* ip = with_indices ? idx.data<int64_t>() : nullptr;
   count_kernel(KernelKind::Other);
   if (out.numel() > 0) {
     if (x.dtype() == DType::Float32)
-      pool_loop<float>(x4, out.data<float>(), g, is_max, a);
+      pool_loop<float>(x4, out.data<float>(), ip, g, is_max, a);
     else
-      pool_loop<double>(x4, out.data<double>(), g, is_max, a);
+      pool_loop<double>(x4, out.data<double>(), ip, g, is_max, a);
   }
-  return {x.dim() == 3 ? out.squeeze(0) : out};
+  auto shaped = [&](const Tensor& t) { return x.dim() == 3 ? t.squeeze(0) : t; };
+  if (with_indices) return {shaped(out), shaped(idx)};
+  return {shaped(out)};
 }
 
 }  // namespace
@@ -610,6 +622,22 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
   a.dilation = dilation.values;
   a.groups = groups;
   return call_op1(OpId::conv2d, {x, weight, bias}, a);
+}
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const IntOrList& kernel_size,
+                                                   const IntOrList& stride,
+                                                   const IntOrList& padding,
+                                                   const IntOrList& dilation, bool ceil_mode) {
+  OpAttrs a;
+  a.flag = ceil_mode;
+  a.with_indices = true;
+  a.sizes = kernel_size.values;
+  a.stride = stride.values;
+  a.padding = padding.values;
+  a.dilation = dilation.values;
+  const Tensor in[] = {x};
+  std::vector<Tensor> r = call_op(OpId::max_pool2d, in, a);
+  return {r.at(0), r.at(1)};
 }
 
 Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride,

@@ -206,6 +206,16 @@ def main():
     data.update({"query": q, "key": k, "value": v, "key_padding_mask": kpm, "attn_mask": am})
     save("mha_options", data)
 
+    # MaxPool2d(return_indices=True); rounded values so that windows hold ties
+    x = torch.randint(-3, 4, (2, 3, 7, 8)).float()
+    data = {"input": x}
+    for name, m in {"plain": nn.MaxPool2d(3, stride=2, padding=1, return_indices=True),
+                    "dilated_ceil": nn.MaxPool2d((2, 3), stride=2, dilation=(2, 1), padding=1,
+                                                 ceil_mode=True, return_indices=True)}.items():
+        out, idx = m(x)
+        data["output." + name], data["indices." + name] = out, idx
+    save("maxpool2d_indices", data)
+
 
 if __name__ == "__main__":
     main()

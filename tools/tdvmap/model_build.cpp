@@ -292,12 +292,11 @@ const std::map<std::string, ModuleKind>& kinds() {
                        {"ceil_mode", bool_v(false)}},
                       false,
                       [](Args& a) {
-                        a.require_default("return_indices", bool_v(false));
                         std::optional<td::nn::Size2> stride;
                         if (!a.is_none("stride")) stride = a.size2("stride");
                         return make<td::nn::MaxPool2d>(a.size2("kernel_size"), stride,
                                                        a.size2("padding"), a.size2("dilation"),
-                                                       a.b("ceil_mode"));
+                                                       a.b("ceil_mode"), a.b("return_indices"));
                       }};
     t["AvgPool2d"] = {{{"kernel_size", std::nullopt},
                        {"stride", none()},

@@ -17,10 +17,16 @@ std::vector<Batched> pool_rule(const RuleContext& ctx, std::span<const Batched> 
   impl::check_pool2d(op_name(ctx.op), "per-set shape", per_set_shape(in[0]), attrs,
                      ctx.op == OpId::max_pool2d);
   Tensor x = move_bdim_to_front(in[0]);
-  if (r == 3) return one(call_op(ctx.op, {&x, 1}, attrs)[0], 0);
+  // every output (max_pool2d's indices too: they count within a plane) unfolds the same way
+  std::vector<Batched> out;
+  if (r == 3) {
+    for (const Tensor& y : call_op(ctx.op, {&x, 1}, attrs)) out.push_back({y, 0});
+    return out;
+  }
   Tensor x2 = x.flatten(0, 1);
-  Tensor y = call_op(ctx.op, {&x2, 1}, attrs)[0];
-  return one(y.unflatten(0, {ctx.batch_size, x.size(1)}), 0);
+  for (const Tensor& y : call_op(ctx.op, {&x2, 1}, attrs))
+    out.push_back({y.unflatten(0, {ctx.batch_size, x.size(1)}), 0});
+  return out;
 }
 
 }  // namespace

@@ -245,9 +245,9 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
   return g;
 }
 
-template <class T>
 // idx (max only, or null): each window's argmax as iy * W + ix in its input plane, the first
-// maximum or NaN met, or the first tap when all are -inf, as torch's.
+// maximum, the last NaN, or the first tap when all are -inf, as torch's.
+template <class T>
 void pool_loop(const Tensor& x, T* out, int64_t* idx, const PoolGeom& g, bool is_max,
                const OpAttrs& a) {
   const T* xp = x.data<T>();
@@ -624,17 +624,25 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
   return call_op1(OpId::conv2d, {x, weight, bias}, a);
 }
 
-std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const IntOrList& kernel_size,
-                                                   const IntOrList& stride,
-                                                   const IntOrList& padding,
-                                                   const IntOrList& dilation, bool ceil_mode) {
+namespace {
+OpAttrs max_pool_attrs(const IntOrList& kernel_size, const IntOrList& stride,
+                       const IntOrList& padding, const IntOrList& dilation, bool ceil_mode) {
   OpAttrs a;
   a.flag = ceil_mode;
-  a.with_indices = true;
   a.sizes = kernel_size.values;
   a.stride = stride.values;
   a.padding = padding.values;
   a.dilation = dilation.values;
+  return a;
+}
+}  // namespace
+
+std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const IntOrList& kernel_size,
+                                                   const IntOrList& stride,
+                                                   const IntOrList& padding,
+                                                   const IntOrList& dilation, bool ceil_mode) {
+  OpAttrs a = max_pool_attrs(kernel_size, stride, padding, dilation, ceil_mode);
+  a.with_indices = true;
   const Tensor in[] = {x};
   std::vector<Tensor> r = call_op(OpId::max_pool2d, in, a);
   return {r.at(0), r.at(1)};
@@ -642,13 +650,8 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const IntOrL
 
 Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride,
                   const IntOrList& padding, const IntOrList& dilation, bool ceil_mode) {
-  OpAttrs a;
-  a.flag = ceil_mode;
-  a.sizes = kernel_size.values;
-  a.stride = stride.values;
-  a.padding = padding.values;
-  a.dilation = dilation.values;
-  return call_op1(OpId::max_pool2d, {x}, a);
+  return call_op1(OpId::max_pool2d, {x},
+                  max_pool_attrs(kernel_size, stride, padding, dilation, ceil_mode));
 }
 
 Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride,

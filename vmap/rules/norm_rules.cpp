@@ -65,11 +65,10 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   // the folded call below sees B*C channels: check the per-set shapes as a call per set would
   impl::check_batch_norm("per-set shape", per_set_shape(x), OptShape(rm).get(), OptShape(rv).get(),
                          OptShape(w).get(), OptShape(b).get(), training);
-  // the affine-only path applies w and b after the op (where mul would promote): check them here
+  // dtypes before the running-stats error below, as a call per set orders them
   impl::check_floating("batch_norm", x.value);
   impl::check_same_dtype("batch_norm", x.value, w.value, "weight");
   impl::check_same_dtype("batch_norm", x.value, b.value, "bias");
-  bool stats_batched = rm.bdim || rv.bdim;
   if (x.bdim && training && ((rm.value.defined() && !rm.bdim) || (rv.value.defined() && !rv.bdim)))
     throw_error<RuntimeError>(
         "[batch_norm] the input is batched but running_mean/running_var are not; in training "
@@ -78,28 +77,6 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
         "(per-set input shape ",
         shape_str(per_set_shape(x)), ", running_mean shape ",
         rm.value.defined() ? shape_str(rm.value.shape()) : std::string("None"), ")");
-  if (!x.bdim && !stats_batched && bsz == 0) {
-    // no sets, only the affine params batched: normalise once, then N C * x B1C1.. + B1C1..
-    // (with sets, the folded call below applies each set's weights in the kernel, as a call
-    // alone does)
-    Tensor y = batch_norm(x.value, rm.value, rv.value, {}, {}, training, attrs.alpha, attrs.beta);
-    int64_t r = y.dim();
-    auto aligned = [&](const Batched& p) {
-      if (!p.bdim) {
-        Shape s(r, 1);
-        s[1] = -1;
-        return p.value.view(s);  // [C] -> [1, C, 1..]
-      }
-      Tensor f = move_bdim_to_front(p);  // [B, C]
-      Shape s(r + 1, 1);
-      s[0] = bsz;
-      s[2] = f.size(1);
-      return f.view(s);
-    };
-    if (w.value.defined()) y = mul(y, aligned(w));
-    if (b.value.defined()) y = add(y, aligned(b));
-    return one(y, 0);
-  }
   Tensor xf = ensure_has_bdim(x, bsz);  // [B, N, C, *]
   int64_t c = xf.size(2);
   Tensor x2 = fold_bdim_into(xf, 1);  // [N, B*C, *]

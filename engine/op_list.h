@@ -32,8 +32,8 @@
   X(softmax, Softmax) X(log_softmax, Softmax)                                           \
   /* Linalg: linear(x, w, b?) */                                                       \
   X(matmul, Linalg) X(linear, Linalg)                                                   \
-  /* Norm: layer_norm(x, w?, b?) sizes = normalized_shape, alpha = eps, sets (w and b   \
-     [sets, *sizes] for x [sets, ...], each set's rows with its own);                   \
+  /* Norm: layer_norm(x, w?, b?) sizes = normalized_shape, alpha = eps; flag: w and b   \
+     are [sets, *sizes] for x [sets, ...], each set's rows with its own;                \
      batch_norm(x, running_mean?, running_var?, w?, b?) training, alpha = momentum,     \
      beta = eps */                                                                     \
   X(layer_norm, Norm) X(batch_norm, Norm)                                               \

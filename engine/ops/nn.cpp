@@ -371,18 +371,19 @@ std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   check_floating("layer_norm", x);
   check_same_dtype("layer_norm", x, w, "weight");
   check_same_dtype("layer_norm", x, b, "bias");
-  // a.sets > 1 (vmap's rule with per-set weights): x [sets, ...], w and b [sets, *ns], each set's
+  // a.flag (vmap's rule with per-set weights): x [a.sets, ...], w and b [a.sets, *ns], each set's
   // rows with its own, so a set's bits are those of its call alone
-  const int64_t sets = a.sets;
-  Shape per_set_ns = ns;
-  if (sets > 1) per_set_ns.insert(per_set_ns.begin(), sets);
+  const bool stacked = a.flag;
+  const int64_t sets = stacked ? a.sets : 1;
+  Shape stacked_ns = ns;
+  stacked_ns.insert(stacked_ns.begin(), sets);
   for (const Tensor* t : {&w, &b})
-    if (t->defined() && t->shape() != per_set_ns && sets > 1)
+    if (stacked && t->defined() && t->shape() != stacked_ns)
       throw_error<ValueError>("[layer_norm] weight or bias of shape ", t->shape(),
-                              " is not one per set (", per_set_ns, ")");
-  check_layer_norm("shape", x.shape(), ns, sets > 1 ? nullptr : shape_or_null(w),
-                   sets > 1 ? nullptr : shape_or_null(b));
-  if (sets > 1 && (x.dim() == 0 || x.size(0) != sets))
+                              " is not one per set (", stacked_ns, ")");
+  check_layer_norm("shape", x.shape(), ns, stacked ? nullptr : shape_or_null(w),
+                   stacked ? nullptr : shape_or_null(b));
+  if (stacked && (x.dim() == 0 || x.size(0) != sets))
     throw_error<ValueError>("[layer_norm] input of shape ", x.shape(), " is not ", sets, " sets");
   const int64_t d = shape_numel(ns);
   Tensor out = Tensor::empty(x.shape(), x.dtype());

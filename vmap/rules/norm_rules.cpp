@@ -25,8 +25,8 @@ std::vector<Batched> layer_norm_rule(const RuleContext& ctx, std::span<const Bat
     return one(layer_norm(move_bdim_to_front(x), attrs.sizes, w.value, b.value, eps), 0);
   auto outer = [](const Batched& p) { return p.value.defined() && p.value.is_batched(); };
   const int64_t sets = ctx.batch_size;
-  if (!active_levels().empty() || outer(x) || outer(w) || outer(b) || sets == 0) {
-    // nested levels (or no sets): normalise without w and b, then B*N * B1..N + B1..N
+  if (!active_levels().empty() || outer(x) || outer(w) || outer(b)) {
+    // nested levels: normalise without w and b, then B*N * B1..N + B1..N
     Tensor y = layer_norm(move_bdim_to_front(x), attrs.sizes, {}, {}, eps);
     Batched yb{y, x.bdim ? std::optional<int64_t>(0) : std::nullopt};
     int64_t r = logical_rank(yb);
@@ -42,12 +42,8 @@ std::vector<Batched> layer_norm_rule(const RuleContext& ctx, std::span<const Bat
     return (p.bdim ? move_bdim_to_front(p) : p.value.unsqueeze(0).expand(stacked)).contiguous();
   };
   const Tensor args[] = {ensure_has_bdim(x, sets), per_set(w), per_set(b)};
-  if (sets == 1) {  // attrs.sets = 1 means unstacked weights: the one set's call
-    auto first = [](const Tensor& t) { return t.defined() ? t[0] : t; };
-    return one(
-        layer_norm(args[0][0], attrs.sizes, first(args[1]), first(args[2]), eps).unsqueeze(0), 0);
-  }
   OpAttrs a = attrs;
+  a.flag = true;
   a.sets = sets;
   return one(call_op(OpId::layer_norm, args, a)[0], 0);
 }

@@ -14,6 +14,8 @@
 #include <array>
 #include <utility>
 
+#include "engine/kernels/simd.h"
+
 namespace td::kernels {
 namespace {
 
@@ -39,15 +41,6 @@ struct Product {
   int64_t rows, cols, k;
   bool relu;
 };
-
-// a * b + c rounded once. xsimd 8.1's AVX-512 fma is a * b + c left to the compiler's
-// contraction (-ffp-contract=off would split every FMA in two), so that one is explicit.
-inline V fmadd(V a, V b, V c) {
-#ifdef __AVX512F__
-  if constexpr (W == 16) return _mm512_fmadd_ps(a, b, c);
-#endif
-  return xsimd::fma(a, b, c);
-}
 
 // max(v, 0) with a NaN v kept, as relu: maxps returns its second operand when either is NaN
 inline V relu_keep_nan(V v) { return xsimd::max(V(0.0f), v); }

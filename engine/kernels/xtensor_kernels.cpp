@@ -17,10 +17,7 @@
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
-
-#ifdef __AVX512F__
-#include <immintrin.h>
-#endif
+#include "engine/kernels/simd.h"
 
 namespace td::kernels {
 namespace {
@@ -591,10 +588,7 @@ inline double add_square(double acc, double d) {
 }
 template <class A>
 xsimd::batch<double, A> add_square(xsimd::batch<double, A> acc, xsimd::batch<double, A> d) {
-#ifdef __AVX512F__
-  if constexpr (xsimd::batch<double, A>::size == 8) return _mm512_fmadd_pd(d, d, acc);
-#endif
-  return xsimd::fma(d, d, acc);
+  return fmadd(d, d, acc);
 }
 
 // Sum steps: acc = step(acc, v) for each element v (a double or a batch of them).

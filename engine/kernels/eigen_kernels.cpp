@@ -208,11 +208,11 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
 // ys: Eigen (OpenBLAS) into a bias-initialised y, else the register-blocked kernel.
 template <class T>
 void gemm_nt_one(Operand<T> x, Operand<T> w, const T* bias, int64_t bs, T* po, int64_t ys,
-                 bool relu, bool blas) {
+                 bool relu, bool blas, const SmallGemmNext& next) {
   const int64_t n = x.rows, k = x.cols, m = w.rows;
   if (!blas) {
     if constexpr (std::is_same_v<T, float>)
-      small_gemm_nt(x.p, x.rs, x.cs, w.p, w.rs, w.cs, bias, bs, po, ys, n, m, k, relu);
+      small_gemm_nt(x.p, x.rs, x.cs, w.p, w.rs, w.cs, bias, bs, po, ys, n, m, k, relu, next);
     return;
   }
   OutMap<T> y(po, n, m, Eigen::OuterStride<>(ys));
@@ -251,10 +251,18 @@ void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   const int64_t xrs = x.stride(1), xcs = x.stride(2), wrs = w.stride(1), wcs = w.stride(2);
   const bool blas = goes_to_blas<T>(n, m, k);
   for_each_block(bt, n, m, k, blas, [&](int64_t i, Block b) {
+    // the next set's operands, for the kernel to prefetch (blocks of one set are whole sets)
+    SmallGemmNext next;
+    if constexpr (std::is_same_v<T, float>)
+      if (i + 1 < bt) {
+        if (sx) next.x = px + (i + 1) * sx;
+        if (sw) next.w = pw + (i + 1) * sw;
+        if (sb && pb) next.bias = pb + (i + 1) * sb;
+      }
     gemm_nt_one<T>({px + i * sx + b.r0 * xrs, b.r1 - b.r0, k, xrs, xcs},
                    {pw + i * sw + b.c0 * wrs, b.c1 - b.c0, k, wrs, wcs},
                    pb ? pb + i * sb + b.c0 * bs : nullptr, bs, po + i * n * m + b.r0 * m + b.c0, m,
-                   relu, blas);
+                   relu, blas, next);
   });
 }
 

@@ -40,6 +40,8 @@ struct Product {
   int64_t crs, ccs;
   int64_t rows, cols, k;
   bool relu;
+  const float* next_b;     // b and bias of the product that comes next (same shapes), or null:
+  const float* next_bias;  // their first lines are fetched while this one's last panel runs
 };
 
 // max(v, 0) with a NaN v kept, as relu: maxps returns its second operand when either is NaN
@@ -198,8 +200,10 @@ struct PanelPrefetch {
   PanelPrefetch(const Product& q, int64_t n0, int64_t k0) {
     int64_t n1 = n0, k1 = k0 + KC;
     if (k1 >= q.k) n1 += NR, k1 = 0;
-    if (q.bcs != 1 || n1 >= q.cols) return;
-    row = q.b + n1 * q.brs + k1;
+    const float* b = q.b;
+    if (n1 >= q.cols) b = q.next_b, n1 = 0;  // the next product's first panel
+    if (q.bcs != 1 || !b) return;
+    row = b + n1 * q.brs + k1;
     stride = q.brs;
     lines_per_row = (std::min(KC, q.k - k1) + kLine - 1) / kLine + 1;  // +1: unaligned rows
     rows_left = std::min(NR, q.cols - n1);
@@ -228,6 +232,9 @@ void run(const Product& q) {
       pack_panel(q.b + n0 * q.brs + k0 * q.bcs, q.brs, q.bcs, nc, kc, panel);
       PanelPrefetch next(q, n0, k0);
       const bool first = k0 == 0, last = k0 + kc >= q.k;
+      if (q.next_bias && q.bs == 1 && last && n0 + NR >= q.cols)
+        for (int64_t j = 0; j < q.cols; j += PanelPrefetch::kLine)
+          __builtin_prefetch(q.next_bias + j);
       for (int64_t m0 = 0; m0 < q.rows; m0 += MR) {
         const int64_t rows = std::min(MR, q.rows - m0);
         next.step();
@@ -364,7 +371,7 @@ bool small_gemm_pays(int64_t m, int64_t n, int64_t k) {
 
 void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int64_t wrs,
                    int64_t wcs, const float* bias, int64_t bs, float* y, int64_t yrs, int64_t m,
-                   int64_t n, int64_t k, bool relu) {
+                   int64_t n, int64_t k, bool relu, const SmallGemmNext& next) {
   if (m * n * k <= 1024) {
     // a handful of products (Linear(3, 1) on ten rows), or none (k == 0: the bias): packing a
     // panel would cost more
@@ -383,9 +390,9 @@ void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int
   // Few output columns would leave most of a panel empty: compute y^T = w @ x^T instead, with
   // the rows of x as the panel's columns.
   if (n <= W && m > n)
-    run({w, wrs, wcs, x, xrs, xcs, nullptr, bias, bs, y, 1, yrs, n, m, k, relu});
+    run({w, wrs, wcs, x, xrs, xcs, nullptr, bias, bs, y, 1, yrs, n, m, k, relu, next.x, next.bias});
   else
-    run({x, xrs, xcs, w, wrs, wcs, bias, nullptr, bs, y, yrs, 1, m, n, k, relu});
+    run({x, xrs, xcs, w, wrs, wcs, bias, nullptr, bs, y, yrs, 1, m, n, k, relu, next.w, next.bias});
 }
 
 }  // namespace td::kernels

@@ -507,8 +507,9 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
 
 // kernels::gemm_nt over every tile edge of the small-matrix kernel (rows around its 6-row tile,
 // remainders of 2 and 3 rows, whose tiles split the depth into even and odd steps, at odd depths,
-// columns around its two-vector panel and the narrow cases (1-4 columns as dot products, with
-// partial last vectors and row remainders, or transposed when x's rows are strided), depths
+// columns around its two-vector panel and the narrow cases (1-4 columns as dot products, and
+// 5-16 too with AVX-512 from a depth of two vectors, with partial last vectors and row
+// remainders, or transposed when x's rows are strided), depths
 // past its 16 KiB panel), its direct loop for tiny products, and the Eigen path, against a double
 // loop: shared and per-set operands, bias none, shared or per set, ReLU on and off, transposed
 // storage of either operand.
@@ -521,7 +522,8 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
       {1, 1, 1, 1},      {2, 5, 3, 7},    {3, 6, 8, 16},  {2, 7, 9, 0},     {3, 6, 8, 32},
       {2, 13, 16, 33},   {1, 12, 17, 9},  {2, 64, 4, 32}, {2, 19, 33, 300}, {1, 5, 70, 600},
       {2, 300, 20, 300}, {2, 14, 20, 37}, {1, 9, 18, 64}, {1, 8, 17, 301},  {2, 70, 1, 19},
-      {1, 33, 2, 40},    {2, 29, 3, 41},  {1, 11, 4, 45}, {2, 130, 2, 8},   {1, 7, 9, 0}};
+      {1, 33, 2, 40},    {2, 29, 3, 41},  {1, 11, 4, 45}, {2, 130, 2, 8},   {2, 37, 10, 256},
+      {1, 20, 13, 47},   {1, 7, 9, 0}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})
@@ -569,8 +571,8 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
 }
 
 // relu(NaN) is NaN; a max(v, 0) with the wrong operand order gives 0. Every path of the fused
-// kernel: scalar (tiny), register tiles, dot products (1-4 output columns), BLAS (large x),
-// float64, and batched under vmap.
+// kernel: scalar (tiny), register tiles, dot products (1-4 output columns, 12 with AVX-512),
+// BLAS (large x), float64, and batched under vmap.
 TEST_CASE("linear_relu keeps a NaN in its input's row, as relu does") {
   const double nan = std::nan("");
   struct Case {
@@ -579,7 +581,7 @@ TEST_CASE("linear_relu keeps a NaN in its input's row, as relu does") {
   };
   for (const Case& c :
        {Case{2, 3, 2, kFloat32}, Case{40, 8, 20, kFloat32}, Case{40, 8, 3, kFloat32},
-        Case{300, 256, 20, kFloat32}, Case{40, 8, 20, kFloat64}}) {
+        Case{40, 64, 12, kFloat32}, Case{300, 256, 20, kFloat32}, Case{40, 8, 20, kFloat64}}) {
     CAPTURE(c.rows);
     CAPTURE(c.out);
     Tensor x = ones({c.rows, c.in}, c.dt);

@@ -232,8 +232,8 @@ void run(const Product& q) {
       pack_panel(q.b + n0 * q.brs + k0 * q.bcs, q.brs, q.bcs, nc, kc, panel);
       PanelPrefetch next(q, n0, k0);
       const bool first = k0 == 0, last = k0 + kc >= q.k;
-      if (q.next_bias && q.bs == 1 && last && n0 + NR >= q.cols)
-        for (int64_t j = 0; j < q.cols; j += PanelPrefetch::kLine)
+      if (q.next_bias && q.bs == 1 && last && n0 + NR >= q.cols)  // a bias per column or row
+        for (int64_t j = 0; j < (q.col_bias ? q.cols : q.rows); j += PanelPrefetch::kLine)
           __builtin_prefetch(q.next_bias + j);
       for (int64_t m0 = 0; m0 < q.rows; m0 += MR) {
         const int64_t rows = std::min(MR, q.rows - m0);

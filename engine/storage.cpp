@@ -31,7 +31,7 @@ class BlockCache {
   }
   // A block of 2 MiB or more starts on a 2 MiB boundary and asks for transparent huge pages:
   // an ensemble's stacked weights are read once per call, and with 4 KiB pages their TLB misses
-  // cost 5% of mlp32_shared (7.42 -> 7.2 ms; one 256x256 Linear over 32 sets 6.1 -> 5.8 ms).
+  // cost 2-3% of mlp32_shared (7.43 -> 7.25 ms; one 256x256 Linear over 32 sets 6.1 -> 5.8 ms).
   static void* allocate(size_t rounded) {
     constexpr size_t kHuge = size_t{2} << 20;
     if (rounded < kHuge) return std::aligned_alloc(64, rounded);

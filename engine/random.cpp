@@ -101,181 +101,145 @@ uint64_t combine_set_key(uint64_t parent, uint64_t index) {
   return splitmix64(parent * 0x100000001B3ULL ^ splitmix64(index + 1));
 }
 
+// Philox on vector lanes, one block per lane, a counter word per register: S::mul gives the high
+// and low halves of each lane's 32x32->64 product, S::xor3 a three-way XOR, S::store_blocks
+// writes the S::kN blocks out one after the other (philox_round_lanes is philox_round).
 #ifdef __AVX2__
-// Eight rounds-in-parallel of philox_round: the high halves of the 32x32->64 products come from
-// even/odd lane multiplies (no cross-lane shuffles, which the compiler's own vectorisation of
-// the 64-bit product needs), the low halves from one 32-bit multiply.
-struct Lanes8 {
-  __m256i c0, c1, c2, c3;
-};
-inline void philox_round8(Lanes8& v, __m256i k0, __m256i k1) {
-  auto mul = [](__m256i c, uint32_t m, __m256i& hi, __m256i& lo) {
-    const __m256i mv = _mm256_set1_epi32(static_cast<int>(m));
-    const __m256i even = _mm256_mul_epu32(c, mv);
-    const __m256i odd = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), mv);
+// The high halves of the 32x32->64 products come from even/odd lane multiplies (no cross-lane
+// shuffles, which the compiler's own vectorisation of the 64-bit product needs), the low halves
+// from one 32-bit multiply.
+struct Avx2Lanes {
+  using I = __m256i;
+  static constexpr int kN = 8;
+  static I set1(uint32_t v) { return _mm256_set1_epi32(static_cast<int>(v)); }
+  static I iota_from(uint32_t v) {
+    return _mm256_add_epi32(set1(v), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+  }
+  static I load(const uint32_t* a) { return _mm256_load_si256(reinterpret_cast<const I*>(a)); }
+  static void mul(I x, uint32_t m, I& hi, I& lo) {
+    const I mv = set1(m);
+    const I even = _mm256_mul_epu32(x, mv);
+    const I odd = _mm256_mul_epu32(_mm256_srli_epi64(x, 32), mv);
     hi = _mm256_blend_epi32(_mm256_srli_epi64(even, 32), odd, 0xAA);
-    lo = _mm256_mullo_epi32(c, mv);
-  };
-  __m256i hi0, lo0, hi1, lo1;
-  mul(v.c0, kM0, hi0, lo0);
-  mul(v.c2, kM1, hi1, lo1);
-  const __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(hi1, v.c1), k0);
-  const __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(hi0, v.c3), k1);
-  v.c1 = lo1;
-  v.c3 = lo0;
-  v.c0 = n0;
-  v.c2 = n2;
-}
+    lo = _mm256_mullo_epi32(x, mv);
+  }
+  static I xor3(I a, I b, I c) { return _mm256_xor_si256(_mm256_xor_si256(a, b), c); }
+  static void store_blocks(const I (&c)[4], uint32_t* out) {
+    const I t0 = _mm256_unpacklo_epi32(c[0], c[1]);  // blocks 0, 1 | 4, 5
+    const I t1 = _mm256_unpackhi_epi32(c[0], c[1]);  // blocks 2, 3 | 6, 7
+    const I t2 = _mm256_unpacklo_epi32(c[2], c[3]);
+    const I t3 = _mm256_unpackhi_epi32(c[2], c[3]);
+    const I u0 = _mm256_unpacklo_epi64(t0, t2);  // block 0 | block 4
+    const I u1 = _mm256_unpackhi_epi64(t0, t2);  // block 1 | block 5
+    const I u2 = _mm256_unpacklo_epi64(t1, t3);  // block 2 | block 6
+    const I u3 = _mm256_unpackhi_epi64(t1, t3);  // block 3 | block 7
+    auto store = [&](int i, I x) { _mm256_storeu_si256(reinterpret_cast<I*>(out + 8 * i), x); };
+    store(0, _mm256_permute2x128_si256(u0, u1, 0x20));
+    store(1, _mm256_permute2x128_si256(u2, u3, 0x20));
+    store(2, _mm256_permute2x128_si256(u0, u1, 0x31));
+    store(3, _mm256_permute2x128_si256(u2, u3, 0x31));
+  }
+};
 #endif
 
 #ifdef __AVX512F__
-// Sixteen rounds-in-parallel of philox_round. Each 32x32->64 product pair comes from an even and
-// an odd lane multiply; one masked dword swap gathers the high halves, another the low halves
-// (no 32-bit multiply), and the two three-way XORs are one ternary-logic op each: 12
-// instructions for 16 blocks, against 16 for 8 with AVX2 (on Zen 4 a 1M float32 rand
-// 455 -> 420 us, dropout 505 -> 455 us).
-struct Lanes16 {
-  __m512i c0, c1, c2, c3;
-};
-inline void philox_round16(Lanes16& v, __m512i k0, __m512i k1) {
-  auto mul = [](__m512i c, uint32_t m, __m512i& hi, __m512i& lo) {
-    const __m512i mv = _mm512_set1_epi32(static_cast<int>(m));
-    const __m512i even = _mm512_mul_epu32(c, mv);
-    const __m512i odd = _mm512_mul_epu32(_mm512_srli_epi64(c, 32), mv);
+// Each product pair comes from an even and an odd lane multiply; one masked dword swap gathers
+// the high halves, another the low halves (no 32-bit multiply), and the two three-way XORs are
+// one ternary-logic op each: 12 instructions for 16 blocks, against 16 for 8 with AVX2 (on Zen 4
+// a 1M float32 rand 455 -> 420 us, dropout 505 -> 455 us).
+struct Avx512Lanes {
+  using I = __m512i;
+  static constexpr int kN = 16;
+  static I set1(uint32_t v) { return _mm512_set1_epi32(static_cast<int>(v)); }
+  static I iota_from(uint32_t v) {
+    return _mm512_add_epi32(
+        set1(v), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+  }
+  static I load(const uint32_t* a) { return _mm512_load_si512(a); }
+  static void mul(I x, uint32_t m, I& hi, I& lo) {
+    const I mv = set1(m);
+    const I even = _mm512_mul_epu32(x, mv);
+    const I odd = _mm512_mul_epu32(_mm512_srli_epi64(x, 32), mv);
     hi = _mm512_mask_shuffle_epi32(odd, 0x5555, even, _MM_PERM_CDAB);
     lo = _mm512_mask_shuffle_epi32(even, 0xAAAA, odd, _MM_PERM_CDAB);
-  };
-  __m512i hi0, lo0, hi1, lo1;
-  mul(v.c0, kM0, hi0, lo0);
-  mul(v.c2, kM1, hi1, lo1);
-  constexpr int kXor3 = 0x96;
-  const __m512i n0 = _mm512_ternarylogic_epi32(hi1, v.c1, k0, kXor3);
-  const __m512i n2 = _mm512_ternarylogic_epi32(hi0, v.c3, k1, kXor3);
-  v.c1 = lo1;
-  v.c3 = lo0;
-  v.c0 = n0;
-  v.c2 = n2;
-}
+  }
+  static I xor3(I a, I b, I c) { return _mm512_ternarylogic_epi32(a, b, c, 0x96); }
+  static void store_blocks(const I (&c)[4], uint32_t* out) {
+    // uj's 128-bit quarter q holds block 4q + j: (c0, c1, c2, c3)
+    const I t0 = _mm512_unpacklo_epi32(c[0], c[1]), t1 = _mm512_unpackhi_epi32(c[0], c[1]);
+    const I t2 = _mm512_unpacklo_epi32(c[2], c[3]), t3 = _mm512_unpackhi_epi32(c[2], c[3]);
+    const I u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
+    const I u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
+    const I lo01 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0));  // blocks 0 4 1 5
+    const I lo23 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0));  // 2 6 3 7
+    const I hi01 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2));  // 8 12 9 13
+    const I hi23 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2));  // 10 14 11 15
+    _mm512_storeu_si512(out, _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_si512(out + 16, _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1)));
+    _mm512_storeu_si512(out + 32, _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0)));
+    _mm512_storeu_si512(out + 48, _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+};
 #endif
 
 // Philox blocks [first, first + count) of one key into words[4 * i + lane], a group of blocks at
 // a time in structure-of-arrays form so the rounds vectorise.
-#if defined(__AVX512F__)
-// Four groups of 16 blocks go through each round together (as with AVX2, the multiplies need
-// that many independent chains); the words go out through a 4x16 register transpose.
-static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
-  constexpr int kGroups = 4, kW = 16 * kGroups;
-  const __m512i iota = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+#ifdef __AVX2__
+// Counters are made in registers (consecutive blocks differ in word 0 only, unless they cross a
+// multiple of 2^32). Four groups of S::kN blocks go through each round together: the rounds
+// wait on their latency with fewer independent chains (AVX2 on Zen 3: two groups 0.62 ns a
+// word, four 0.51).
+template <class S>
+void philox_round_lanes(typename S::I (&c)[4], typename S::I k0, typename S::I k1) {
+  typename S::I hi0, lo0, hi1, lo1;
+  S::mul(c[0], kM0, hi0, lo0);
+  S::mul(c[2], kM1, hi1, lo1);
+  c[0] = S::xor3(hi1, c[1], k0);
+  c[2] = S::xor3(hi0, c[3], k1);
+  c[1] = lo1;
+  c[3] = lo0;
+}
+
+template <class S>
+void philox_blocks_simd(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
+  using I = typename S::I;
+  constexpr int kGroups = 4, kW = S::kN * kGroups;
   for (int64_t base = 0; base < count; base += kW) {
     const int w = static_cast<int>(std::min<int64_t>(kW, count - base));
     const uint64_t block0 = first + static_cast<uint64_t>(base);
-    Lanes16 v[kGroups];
+    I v[kGroups][4];
     if (block0 >> 32 == (block0 + kW - 1) >> 32) {
       const auto c = b.counter(block0);
-      for (int g = 0; g < kGroups; ++g)
-        v[g] = {_mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(c[0] + 16 * g)), iota),
-                _mm512_set1_epi32(static_cast<int>(c[1])),
-                _mm512_set1_epi32(static_cast<int>(c[2])),
-                _mm512_set1_epi32(static_cast<int>(c[3]))};
+      for (int g = 0; g < kGroups; ++g) {
+        v[g][0] = S::iota_from(c[0] + S::kN * g);
+        for (int i = 1; i < 4; ++i) v[g][i] = S::set1(c[i]);
+      }
     } else {
       alignas(64) uint32_t cs[4][kW];
       b.counters(block0, cs);
-      for (int g = 0; g < kGroups; ++g) {
-        auto load = [&](const uint32_t* a) { return _mm512_load_si512(a + 16 * g); };
-        v[g] = {load(cs[0]), load(cs[1]), load(cs[2]), load(cs[3])};
-      }
+      for (int g = 0; g < kGroups; ++g)
+        for (int i = 0; i < 4; ++i) v[g][i] = S::load(cs[i] + S::kN * g);
     }
     uint32_t k0 = b.k0, k1 = b.k1;
     for (int r = 0; r < 10; ++r) {
-      const __m512i k0v = _mm512_set1_epi32(static_cast<int>(k0));
-      const __m512i k1v = _mm512_set1_epi32(static_cast<int>(k1));
-      for (auto& g : v) philox_round16(g, k0v, k1v);
+      const I k0v = S::set1(k0), k1v = S::set1(k1);
+      for (auto& g : v) philox_round_lanes<S>(g, k0v, k1v);
       k0 += kW0;
       k1 += kW1;
     }
     alignas(64) uint32_t tail[4 * kW];
     uint32_t* out = w == kW ? words + 4 * base : tail;
-    for (int g = 0; g < kGroups; ++g) {
-      // uj's 128-bit quarter q holds block 4q + j of the group: (c0, c1, c2, c3)
-      const __m512i t0 = _mm512_unpacklo_epi32(v[g].c0, v[g].c1);
-      const __m512i t1 = _mm512_unpackhi_epi32(v[g].c0, v[g].c1);
-      const __m512i t2 = _mm512_unpacklo_epi32(v[g].c2, v[g].c3);
-      const __m512i t3 = _mm512_unpackhi_epi32(v[g].c2, v[g].c3);
-      const __m512i u0 = _mm512_unpacklo_epi64(t0, t2), u1 = _mm512_unpackhi_epi64(t0, t2);
-      const __m512i u2 = _mm512_unpacklo_epi64(t1, t3), u3 = _mm512_unpackhi_epi64(t1, t3);
-      const __m512i lo01 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(1, 0, 1, 0));  // 0 4 1 5
-      const __m512i lo23 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(1, 0, 1, 0));  // 2 6 3 7
-      const __m512i hi01 = _mm512_shuffle_i32x4(u0, u1, _MM_SHUFFLE(3, 2, 3, 2));  // 8 12 9 13
-      const __m512i hi23 = _mm512_shuffle_i32x4(u2, u3, _MM_SHUFFLE(3, 2, 3, 2));  // 10 14 11 15
-      auto store = [&](int i, __m512i x) { _mm512_storeu_si512(out + 64 * g + 16 * i, x); };
-      store(0, _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(2, 0, 2, 0)));
-      store(1, _mm512_shuffle_i32x4(lo01, lo23, _MM_SHUFFLE(3, 1, 3, 1)));
-      store(2, _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(2, 0, 2, 0)));
-      store(3, _mm512_shuffle_i32x4(hi01, hi23, _MM_SHUFFLE(3, 1, 3, 1)));
-    }
+    for (int g = 0; g < kGroups; ++g) S::store_blocks(v[g], out + 4 * S::kN * g);
     if (out == tail) std::copy(tail, tail + 4 * w, words + 4 * base);
   }
 }
-#elif defined(__AVX2__)
-// Counters are made in registers (32 consecutive blocks differ in word 0 only, unless they
-// cross a multiple of 2^32) and the words go out through a 4x8 register transpose.
+
 static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {
-  // four groups of 8 blocks go through each round together: the rounds are bound by the
-  // multiplies' throughput only with that many independent chains (two: 0.62 ns a word, four:
-  // 0.51 on Zen 3)
-  constexpr int kGroups = 4, kW = 8 * kGroups;
-  const __m256i iota = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  for (int64_t base = 0; base < count; base += kW) {
-    const int w = static_cast<int>(std::min<int64_t>(kW, count - base));
-    const uint64_t block0 = first + static_cast<uint64_t>(base);
-    Lanes8 v[kGroups];
-    if (block0 >> 32 == (block0 + kW - 1) >> 32) {
-      const auto c = b.counter(block0);
-      for (int g = 0; g < kGroups; ++g)
-        v[g] = {_mm256_add_epi32(_mm256_set1_epi32(static_cast<int>(c[0] + 8 * g)), iota),
-                _mm256_set1_epi32(static_cast<int>(c[1])),
-                _mm256_set1_epi32(static_cast<int>(c[2])),
-                _mm256_set1_epi32(static_cast<int>(c[3]))};
-    } else {
-      alignas(32) uint32_t cs[4][kW];
-      b.counters(block0, cs);
-      for (int g = 0; g < kGroups; ++g) {
-        auto load = [&](const uint32_t* a) {
-          return _mm256_load_si256(reinterpret_cast<const __m256i*>(a + 8 * g));
-        };
-        v[g] = {load(cs[0]), load(cs[1]), load(cs[2]), load(cs[3])};
-      }
-    }
-    uint32_t k0 = b.k0, k1 = b.k1;
-    for (int r = 0; r < 10; ++r) {
-      const __m256i k0v = _mm256_set1_epi32(static_cast<int>(k0));
-      const __m256i k1v = _mm256_set1_epi32(static_cast<int>(k1));
-      for (auto& g : v) philox_round8(g, k0v, k1v);
-      k0 += kW0;
-      k1 += kW1;
-    }
-    alignas(32) uint32_t tail[4 * kW];
-    uint32_t* out = w == kW ? words + 4 * base : tail;
-    for (int g = 0; g < kGroups; ++g) {
-      // blocks 8g .. 8g+7: (c0, c1, c2, c3) of each, one after the other
-      const __m256i t0 = _mm256_unpacklo_epi32(v[g].c0, v[g].c1);  // blocks 0, 1 | 4, 5
-      const __m256i t1 = _mm256_unpackhi_epi32(v[g].c0, v[g].c1);  // blocks 2, 3 | 6, 7
-      const __m256i t2 = _mm256_unpacklo_epi32(v[g].c2, v[g].c3);
-      const __m256i t3 = _mm256_unpackhi_epi32(v[g].c2, v[g].c3);
-      const __m256i u0 = _mm256_unpacklo_epi64(t0, t2);  // block 0 | block 4
-      const __m256i u1 = _mm256_unpackhi_epi64(t0, t2);  // block 1 | block 5
-      const __m256i u2 = _mm256_unpacklo_epi64(t1, t3);  // block 2 | block 6
-      const __m256i u3 = _mm256_unpackhi_epi64(t1, t3);  // block 3 | block 7
-      auto store = [&](int i, __m256i x) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 32 * g + 8 * i), x);
-      };
-      store(0, _mm256_permute2x128_si256(u0, u1, 0x20));
-      store(1, _mm256_permute2x128_si256(u2, u3, 0x20));
-      store(2, _mm256_permute2x128_si256(u0, u1, 0x31));
-      store(3, _mm256_permute2x128_si256(u2, u3, 0x31));
-    }
-    if (out == tail) std::copy(tail, tail + 4 * w, words + 4 * base);
-  }
+#ifdef __AVX512F__
+  philox_blocks_simd<Avx512Lanes>(b, first, count, words);
+#else
+  philox_blocks_simd<Avx2Lanes>(b, first, count, words);
+#endif
 }
 #else
 static void philox_blocks(const Block& b, uint64_t first, int64_t count, uint32_t* words) {

@@ -10,8 +10,10 @@
 
 // clang-format off
 #define TD_OPS(X)                                                                      \
-  /* Random: shape = sizes, dtype; bernoulli(p); dropout alpha = p, training */         \
+  /* Random: shape = sizes, dtype; bernoulli(p); dropout alpha = p, training;          \
+     dropout_mask shape = sizes, alpha = p */                                          \
   X(rand, Random) X(randn, Random) X(bernoulli, Random) X(dropout, Random)             \
+  X(dropout_mask, Random)                                                              \
   /* Unary: gelu flag = tanh approx; clamp alpha/beta + has_min/has_max; to_dtype */   \
   X(neg, Unary) X(abs, Unary) X(exp, Unary) X(log, Unary) X(sqrt, Unary)                \
   X(rsqrt, Unary) X(tanh, Unary) X(sigmoid, Unary) X(relu, Unary) X(gelu, Unary)        \

@@ -44,6 +44,9 @@ Tensor rand_like(const Tensor& t);
 Tensor randn_like(const Tensor& t);
 Tensor bernoulli(const Tensor& p);  // 1 with probability p, same dtype as p
 Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
+// float32 dropout's keep mask: 1 with probability 1 - p, else 0, from the draws dropout(x, p)
+// takes on the next stream (see philox_keep_mask): dropout(x, p) == x * mask / (1 - p)
+Tensor dropout_mask(const Shape& shape, double p);
 
 // ---- element-wise ----
 Tensor neg(const Tensor& x);

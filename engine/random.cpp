@@ -3,7 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <bit>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -316,25 +319,130 @@ void philox_uniform(double* out, int64_t n, uint64_t seed, uint64_t stream, uint
                    });
 }
 
-// restrict: lets the loop vectorise. to_float(u) >= pf compared as integers: to_float is
-// (u >> 8) * 2^-24 exactly, so it holds iff u >> 8 >= ceil(pf * 2^24).
-static void dropout_run(const float* __restrict x, float* __restrict out,
-                        const uint32_t* __restrict words, int64_t len, int32_t threshold,
-                        float scale) {
-  for (int64_t t = 0; t < len; ++t) {
-    const float keep = static_cast<int32_t>(words[t] >> 8) >= threshold ? 1.0f : 0.0f;
-    out[t] = (x[t] * keep) * scale;
+namespace {
+
+// Float32 dropout's draws (see random.h): element e's byte is byte e % 4 of word e / 4, which
+// is in block e / 16; the j-th tie takes word kRefineWord + j.
+constexpr uint64_t kRefineWord = uint64_t{1} << 62;
+
+struct KeepRule {
+  uint32_t hi, lo;  // T = ceil(float(p) * 2^24) = hi * 2^16 + lo; hi = 256 keeps nothing
+  explicit KeepRule(double p) {
+    const auto t = static_cast<uint32_t>(std::ceil(double(static_cast<float>(p)) * 16777216.0));
+    hi = t >> 16;
+    lo = t & 0xFFFF;
+  }
+};
+
+inline uint32_t byte_of(const uint32_t* words, int64_t t) {
+  return (words[t / 4] >> (8 * (t % 4))) & 0xFF;
+}
+
+// Runs of elements [i, i + len): run(i, bytes, len) gets the run's bytes (element i + t keeps
+// if bytes[t] > rule.hi, ties aside); then tie(e) is called for each tie its refinement keeps.
+template <class Run, class Tie>
+void for_each_keep_run(const Block& b, int64_t n, const KeepRule& rule, Run&& run, Tie&& tie) {
+  constexpr int64_t kRun = 4096;  // elements: 256 blocks
+  alignas(64) uint32_t words[kRun / 4];
+  alignas(64) uint8_t spread[kRun];  // big-endian hosts: the bytes in element order
+  std::vector<int64_t> ties;         // about n / 256
+  ties.reserve(static_cast<size_t>(n / 128 + 16));
+  const uint32_t hi = rule.hi;
+  for (int64_t i = 0; i < n; i += kRun) {
+    const int64_t len = std::min(kRun, n - i);
+    philox_blocks(b, static_cast<uint64_t>(i / 16), (len + 15) / 16, words);
+    const uint8_t* bytes = reinterpret_cast<const uint8_t*>(words);
+    if constexpr (std::endian::native != std::endian::little) {
+      for (int64_t t = 0; t < len; ++t) spread[t] = static_cast<uint8_t>(byte_of(words, t));
+      bytes = spread;
+    }
+    int64_t t = 0;
+#ifdef __AVX512BW__
+    const __m512i hv = _mm512_set1_epi8(static_cast<char>(hi));
+    for (; hi < 256 && t + 64 <= len; t += 64)
+      for (uint64_t m = _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(bytes + t), hv); m; m &= m - 1)
+        ties.push_back(i + t + std::countr_zero(m));
+#endif
+    for (; hi < 256 && t < len; ++t)
+      if (bytes[t] == hi) ties.push_back(i + t);
+    run(i, bytes, len);
+  }
+  // the ties' refinement words, kRefineWord + j for the j-th: consecutive blocks
+  constexpr int64_t kWords = 1024;
+  alignas(64) uint32_t refine[kWords];
+  for (size_t j0 = 0; j0 < ties.size(); j0 += kWords) {
+    const auto count = static_cast<int64_t>(std::min<size_t>(kWords, ties.size() - j0));
+    philox_blocks(b, (kRefineWord + j0) / 4, (count + 3) / 4, refine);
+    for (int64_t j = 0; j < count; ++j)
+      if ((refine[j] >> 16) >= rule.lo) tie(ties[j0 + static_cast<size_t>(j)]);
   }
 }
 
+// out[t] = f(keep_t) for t < len, keep_t = 1.0f if bytes[t] > hi, else 0.0f: 64 at a time
+// from one byte compare with AVX-512BW.
+template <class F>
+inline void map_keep(const uint8_t* bytes, uint32_t hi, int64_t len, F&& f) {
+  int64_t t = 0;
+#ifdef __AVX512BW__
+  const __m512i hv = _mm512_set1_epi8(static_cast<char>(hi));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (; hi < 256 && t + 64 <= len; t += 64) {
+    const uint64_t m = _mm512_cmpgt_epu8_mask(_mm512_loadu_si512(bytes + t), hv);
+    for (int q = 0; q < 4; ++q)
+      f(t + 16 * q, _mm512_maskz_mov_ps(static_cast<__mmask16>(m >> (16 * q)), one));
+  }
+#endif
+  for (; t < len; ++t) f(t, bytes[t] > hi ? 1.0f : 0.0f);
+}
+
+}  // namespace
+
 void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t seed,
                     uint64_t stream, uint64_t set_key) {
-  const float pf = static_cast<float>(p), scale = static_cast<float>(1.0 / (1.0 - p));
-  const auto threshold = static_cast<int32_t>(std::ceil(double(pf) * 16777216.0));
-  for_each_float_run(make_block(seed, stream, set_key), n,
-                     [&](int64_t i, const uint32_t* words, int64_t len) {
-                       dropout_run(x + i, out + i, words, len, threshold, scale);
-                     });
+  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  const KeepRule rule(p);
+  for_each_keep_run(
+      make_block(seed, stream, set_key), n, rule,
+      [&](int64_t i, const uint8_t* bytes, int64_t len) {
+        map_keep(bytes, rule.hi, len, [&](int64_t t, auto keep) {
+          if constexpr (std::is_same_v<decltype(keep), float>) {
+            out[i + t] = (x[i + t] * keep) * scale;
+          } else {
+#ifdef __AVX512F__
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i + t), keep);
+            _mm512_storeu_ps(out + i + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
+#endif
+          }
+        });
+      },
+      [&](int64_t e) { out[e] = (x[e] * 1.0f) * scale; });
+}
+
+void philox_keep_mask(float* out, int64_t n, double p, uint64_t seed, uint64_t stream,
+                      uint64_t set_key) {
+  const KeepRule rule(p);
+  for_each_keep_run(
+      make_block(seed, stream, set_key), n, rule,
+      [&](int64_t i, const uint8_t* bytes, int64_t len) {
+        map_keep(bytes, rule.hi, len, [&](int64_t t, auto keep) {
+          if constexpr (std::is_same_v<decltype(keep), float>) {
+            out[i + t] = keep;
+          } else {
+#ifdef __AVX512F__
+            _mm512_storeu_ps(out + i + t, keep);
+#endif
+          }
+        });
+      },
+      [&](int64_t e) { out[e] = 1.0f; });
+}
+
+bool philox_keep_reference(uint64_t seed, uint64_t stream, uint64_t set_key, double p, uint64_t e,
+                           uint64_t ties_before) {
+  const KeepRule rule(p);
+  const uint32_t byte = (philox_word(seed, stream, set_key, e / 4) >> (8 * (e % 4))) & 0xFF;
+  if (byte != rule.hi) return byte > rule.hi;
+  return (philox_word(seed, stream, set_key, kRefineWord + ties_before) >> 16) >= rule.lo;
 }
 
 void philox_dropout(const double* x, double* out, int64_t n, double p, uint64_t seed,

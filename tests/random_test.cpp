@@ -155,15 +155,16 @@ TEST_CASE("the vectorised fill equals the scalar Philox word by word, from any o
   }
 }
 
-// The one-pass dropout kernel against the formula it replaces, draw for draw.
-TEST_CASE("dropout equals x * (rand >= p) / (1 - p) with the same draws, bit for bit") {
+// The one-pass dropout kernel against the formula it replaces, draw for draw: x * keep / (1 - p)
+// with keep = dropout_mask (float32) or rand >= p (float64).
+TEST_CASE("dropout equals x * keep / (1 - p) with the same draws, bit for bit") {
   for (DType dt : {kFloat32, kFloat64})
     for (double p : {0.1, 1.0 / 3.0, 0.37, 0.5, 0.9}) {
       Tensor x = randn({7, 33}, dt).transpose(0, 1);  // non-contiguous input
       manual_seed(3);
       Tensor got = dropout(x, p, true);
       manual_seed(3);
-      Tensor keep = ge(rand({33, 7}, dt), p).to(dt);
+      Tensor keep = dt == kFloat32 ? dropout_mask({33, 7}, p) : ge(rand({33, 7}, dt), p).to(dt);
       Tensor want = mul(mul(x, keep), 1.0 / (1.0 - p));
       CHECK(got.dtype() == dt);
       CHECK(got.to_vector<double>() == want.to_vector<double>());
@@ -191,4 +192,48 @@ TEST_CASE("bernoulli under vmap checks every set's probabilities") {
   CHECK(f(tensor({0.f, 1.f}, {2, 1})).to_vector<float>() == std::vector<float>{0, 1});
   CHECK_THROWS_AS(f(tensor({0.5f, 1.5f}, {2, 1})), ValueError);
   CHECK_THROWS_AS(f(tensor({NAN, 0.5f})), ValueError);
+}
+
+// float32 dropout's byte draws against the scalar Philox, element by element, ties (a byte equal
+// to the threshold's top byte, which then takes a refinement word) counted in order; p near 0
+// and 1 put the threshold's top byte at 0 and 255, and p = 1 - 1e-9 rounds to a float 1: none
+// kept, as rand >= p.
+TEST_CASE("dropout_mask follows its byte draws, refinements included") {
+  const int64_t n = 70000;  // several runs of 4096, a partial last one, ~270 ties
+  for (double p : {0.1, 0.37, 0.5, 1e-9, 1.0 - 1.0 / 16777216.0, 1.0 - 1e-9}) {
+    CAPTURE(p);
+    manual_seed(17);
+    const uint64_t stream = rng_state().stream;
+    const auto got = dropout_mask({n}, p).to_vector<float>();
+    const float pf = static_cast<float>(p);
+    const auto t = static_cast<uint32_t>(std::ceil(double(pf) * 16777216.0));
+    uint64_t ties = 0;
+    int64_t kept = 0, tie_kept = 0, mismatches = 0;
+    for (int64_t e = 0; e < n; ++e) {
+      const auto ue = static_cast<uint64_t>(e);
+      const uint32_t byte = (philox_word(17, stream, 0, ue / 4) >> (8 * (ue % 4))) & 0xFF;
+      bool want = byte > (t >> 16);
+      if (byte == t >> 16) {
+        want = (philox_word(17, stream, 0, (uint64_t{1} << 62) + ties) >> 16) >= (t & 0xFFFF);
+        CHECK(want == philox_keep_reference(17, stream, 0, p, ue, ties));
+        tie_kept += want;
+        ++ties;
+      }
+      kept += want;
+      mismatches += got[static_cast<size_t>(e)] != (want ? 1.0f : 0.0f);
+    }
+    CHECK(mismatches == 0);
+    if (t < (uint32_t{1} << 24)) {
+      // 1 - T / 2^24 kept, within 5 standard deviations
+      const double q = 1.0 - t / 16777216.0;
+      CHECK(std::abs(kept - q * n) <= 5 * std::sqrt(n * q * (1 - q)) + 1);
+    } else {
+      CHECK(kept == 0);
+    }
+    if (p == 0.1 || p == 0.37) {  // T's low 16 bits are not 0: both refinement outcomes met
+      CHECK(ties > 100);
+      CHECK(tie_kept > 0);
+      CHECK(tie_kept < static_cast<int64_t>(ties));
+    }
+  }
 }

@@ -73,6 +73,9 @@ std::vector<Case> make_cases() {
       OpId::bernoulli, "bernoulli", one({3, 4}),
       [](const Tensors& x) { return bernoulli(full(x[0].shape(), 0.5)); }, Kind::Random);
   add_case(
+      OpId::dropout_mask, "dropout_mask", one({3, 4}),
+      [](const Tensors& x) { return dropout_mask(x[0].shape(), 0.5); }, Kind::Random);
+  add_case(
       OpId::dropout, "dropout", one({3, 4}),
       [](const Tensors& x) { return dropout(add(mul(x[0], 0.0), 3.0), 0.5, true); }, Kind::Random);
   // ---- unary ----

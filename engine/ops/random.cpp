@@ -56,6 +56,15 @@ const Tensor& single(const char* op, std::span<const Tensor> in) {
 std::vector<Tensor> rand_impl(std::span<const Tensor>, const OpAttrs& attrs) {
   return draw("rand", attrs, false);
 }
+std::vector<Tensor> dropout_mask_impl(std::span<const Tensor>, const OpAttrs& attrs) {
+  check_sizes("dropout_mask", attrs.sizes);
+  Tensor out = Tensor::empty(attrs.sizes, kFloat32);
+  const uint64_t stream = next_rng_stream();
+  const RngState st = rng_state();
+  count_kernel(KernelKind::Random);
+  philox_keep_mask(out.data<float>(), out.numel(), attrs.alpha, st.seed, stream, st.set_key);
+  return {out};
+}
 std::vector<Tensor> randn_impl(std::span<const Tensor>, const OpAttrs& attrs) {
   return draw("randn", attrs, true);
 }
@@ -91,7 +100,8 @@ std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attr
   if (x.is_batched()) {
     // inside vmap's decomposition: the ops take their own rules. Keep with probability 1 - p,
     // scale the kept values by 1 / (1 - p).
-    Tensor keep = ge(rand(x.shape(), x.dtype()), p).to(x.dtype());
+    Tensor keep = x.dtype() == kFloat32 ? dropout_mask(x.shape(), p)
+                                        : ge(rand(x.shape(), x.dtype()), p).to(x.dtype());
     return {mul(mul(x, keep), 1.0 / (1.0 - p))};
   }
   // the same draws (one stream, as rand takes) and arithmetic in one pass
@@ -119,6 +129,15 @@ Tensor randn(const Shape& shape, DType dtype) {
 Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.dtype()); }
 Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.dtype()); }
 Tensor bernoulli(const Tensor& p) { return call_op1(OpId::bernoulli, {p}, {}); }
+Tensor dropout_mask(const Shape& shape, double p) {
+  if (!(p >= 0 && p <= 1))
+    throw_error<ValueError>("[dropout_mask] probability must be in [0, 1], got ", p);
+  OpAttrs a;
+  a.sizes = shape;
+  a.dtype = kFloat32;
+  a.alpha = p;
+  return call_op1(OpId::dropout_mask, {}, a);
+}
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   if (p < 0 || p > 1) throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);

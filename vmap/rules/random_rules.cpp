@@ -18,6 +18,7 @@ void check_randomness(const char* op, Randomness r) {
 }
 
 // () -> [B_a, B_b, .., B_L, *shape] with one dim per Different level; lower ones get tagged.
+// rand, randn and dropout_mask.
 std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
                                const OpAttrs& attrs) {
   const char* name = op_name(ctx.op);
@@ -52,7 +53,10 @@ std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
     uint64_t key = st.set_key;
     for (size_t j = 0; j < diff.size(); ++j)
       key = combine_set_key(key, static_cast<uint64_t>(diff[j].set_offset + idx[j]));
-    if (attrs.dtype == kFloat32) {
+    if (ctx.op == OpId::dropout_mask) {
+      philox_keep_mask(static_cast<float*>(out.raw_data()) + s * n, n, attrs.alpha, st.seed, stream,
+                       key);
+    } else if (attrs.dtype == kFloat32) {
       float* p = static_cast<float*>(out.raw_data()) + s * n;
       normal ? philox_normal(p, n, st.seed, stream, key)
              : philox_uniform(p, n, st.seed, stream, key);
@@ -134,6 +138,7 @@ std::vector<Batched> dropout_rule(const RuleContext& ctx, std::span<const Batche
 void register_random_rules() {
   set_batch_rule(OpId::rand, rand_rule);
   set_batch_rule(OpId::randn, rand_rule);
+  set_batch_rule(OpId::dropout_mask, rand_rule);
   set_batch_rule(OpId::bernoulli, bernoulli_rule);
   set_batch_rule(OpId::dropout, dropout_rule);
 }

@@ -404,13 +404,14 @@ void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t se
   for_each_keep_run(
       make_block(seed, stream, set_key), n, rule,
       [&](int64_t i, const uint8_t* bytes, int64_t len) {
-        map_keep(bytes, rule.hi, len, [&](int64_t t, auto keep) {
+        // the run's pointers as values: through the captures every store would reload them
+        map_keep(bytes, rule.hi, len, [xs = x + i, os = out + i, scale](int64_t t, auto keep) {
           if constexpr (std::is_same_v<decltype(keep), float>) {
-            out[i + t] = (x[i + t] * keep) * scale;
+            os[t] = (xs[t] * keep) * scale;
           } else {
 #ifdef __AVX512F__
-            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i + t), keep);
-            _mm512_storeu_ps(out + i + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
+            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xs + t), keep);
+            _mm512_storeu_ps(os + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
 #endif
           }
         });
@@ -424,12 +425,12 @@ void philox_keep_mask(float* out, int64_t n, double p, uint64_t seed, uint64_t s
   for_each_keep_run(
       make_block(seed, stream, set_key), n, rule,
       [&](int64_t i, const uint8_t* bytes, int64_t len) {
-        map_keep(bytes, rule.hi, len, [&](int64_t t, auto keep) {
+        map_keep(bytes, rule.hi, len, [os = out + i](int64_t t, auto keep) {
           if constexpr (std::is_same_v<decltype(keep), float>) {
-            out[i + t] = keep;
+            os[t] = keep;
           } else {
 #ifdef __AVX512F__
-            _mm512_storeu_ps(out + i + t, keep);
+            _mm512_storeu_ps(os + t, keep);
 #endif
           }
         });

@@ -704,11 +704,11 @@ Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode, double 
         __builtin_add_overflow(len, hi, &len) || len < 0)
       throw_error<ValueError>("[pad] padding ", pad, " crops dim ", d, " of input of shape ",
                               x.shape(), " to a negative size, or grows it past int64");
+    // the elements left after cropping: [c0, c0 + kept)
+    const int64_t c0 = std::max<int64_t>(0, -lo), kept = n - c0 - std::max<int64_t>(0, -hi);
     if (constant) {
       // crop first, then the value blocks
-      Tensor mid =
-          y.narrow(d, std::max<int64_t>(0, -lo),
-                   std::max<int64_t>(0, n - std::max<int64_t>(0, -lo) - std::max<int64_t>(0, -hi)));
+      Tensor mid = y.narrow(d, c0, std::max<int64_t>(0, kept));
       if (lo <= 0 && hi <= 0) {
         y = mid;
         continue;
@@ -735,7 +735,6 @@ Tensor pad(const Tensor& x, const IntList& pad, const std::string& mode, double 
                               " of input of shape ", x.shape(), " more than once");
     // circular wraps around what is left after cropping, as torch; reflect and replicate
     // around the whole dim
-    const int64_t c0 = std::max<int64_t>(0, -lo), kept = n - c0 - std::max<int64_t>(0, -hi);
     if ((mode == "circular" ? kept : n) <= 0 && len > 0)
       throw_error<ValueError>("[pad] ", mode, " padding ", pad, " of an empty dim ", d,
                               " of input of shape ", x.shape());

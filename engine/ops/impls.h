@@ -93,6 +93,10 @@ int64_t check_cat(std::span<const Shape> shapes, int64_t dim, const char* kind);
 inline bool cat_skips(const Shape& s) { return s.size() == 1 && s[0] == 0; }
 void check_stack(std::span<const Shape> shapes, const char* kind);
 
+// The n draws of one set of a random factory op (rand, randn or dropout_mask) into out, of
+// attrs.dtype, with (seed, stream, key): rand_impl's and friends' fill, shared with vmap's rule.
+void fill_random(OpId op, const OpAttrs& attrs, void* out, int64_t n, uint64_t seed,
+                 uint64_t stream, uint64_t key);
 // Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
 // kernel of dropout_impl, shared with vmap's dropout rule.
 void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key);

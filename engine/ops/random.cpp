@@ -10,7 +10,8 @@ namespace td {
 namespace impl {
 namespace {
 
-std::vector<Tensor> draw(const char* op, const OpAttrs& attrs, bool normal) {
+std::vector<Tensor> draw(OpId id, const OpAttrs& attrs) {
+  const char* op = op_name(id);
   check_sizes(op, attrs.sizes);
   if (!is_floating(attrs.dtype))
     throw_error<TypeError>("[", op, "] needs a floating dtype, got ", dtype_name(attrs.dtype));
@@ -18,22 +19,28 @@ std::vector<Tensor> draw(const char* op, const OpAttrs& attrs, bool normal) {
   const uint64_t stream = next_rng_stream();
   const RngState st = rng_state();
   count_kernel(KernelKind::Random);
-  const int64_t n = out.numel();
-  if (attrs.dtype == DType::Float32) {
-    if (normal)
-      philox_normal(out.data<float>(), n, st.seed, stream, st.set_key, 0);
-    else
-      philox_uniform(out.data<float>(), n, st.seed, stream, st.set_key, 0);
-  } else {
-    if (normal)
-      philox_normal(out.data<double>(), n, st.seed, stream, st.set_key, 0);
-    else
-      philox_uniform(out.data<double>(), n, st.seed, stream, st.set_key, 0);
-  }
+  fill_random(id, attrs, out.raw_data(), out.numel(), st.seed, stream, st.set_key);
   return {out};
 }
 
 }  // namespace
+
+void fill_random(OpId op, const OpAttrs& attrs, void* out, int64_t n, uint64_t seed,
+                 uint64_t stream, uint64_t key) {
+  if (op == OpId::dropout_mask) {
+    if (attrs.dtype != DType::Float32)
+      throw_error<TypeError>("[dropout_mask] draws float32 masks, got ", dtype_name(attrs.dtype));
+    philox_keep_mask(static_cast<float*>(out), n, attrs.alpha, seed, stream, key);
+  } else if (attrs.dtype == DType::Float32) {
+    auto* p = static_cast<float*>(out);
+    op == OpId::randn ? philox_normal(p, n, seed, stream, key)
+                      : philox_uniform(p, n, seed, stream, key);
+  } else {
+    auto* p = static_cast<double*>(out);
+    op == OpId::randn ? philox_normal(p, n, seed, stream, key)
+                      : philox_uniform(p, n, seed, stream, key);
+  }
+}
 
 void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key) {
   const uint64_t seed = rng_state().seed;
@@ -54,19 +61,13 @@ const Tensor& single(const char* op, std::span<const Tensor> in) {
 }  // namespace
 
 std::vector<Tensor> rand_impl(std::span<const Tensor>, const OpAttrs& attrs) {
-  return draw("rand", attrs, false);
+  return draw(OpId::rand, attrs);
 }
 std::vector<Tensor> dropout_mask_impl(std::span<const Tensor>, const OpAttrs& attrs) {
-  check_sizes("dropout_mask", attrs.sizes);
-  Tensor out = Tensor::empty(attrs.sizes, kFloat32);
-  const uint64_t stream = next_rng_stream();
-  const RngState st = rng_state();
-  count_kernel(KernelKind::Random);
-  philox_keep_mask(out.data<float>(), out.numel(), attrs.alpha, st.seed, stream, st.set_key);
-  return {out};
+  return draw(OpId::dropout_mask, attrs);
 }
 std::vector<Tensor> randn_impl(std::span<const Tensor>, const OpAttrs& attrs) {
-  return draw("randn", attrs, true);
+  return draw(OpId::randn, attrs);
 }
 
 std::vector<Tensor> bernoulli_impl(std::span<const Tensor> in, const OpAttrs&) {

@@ -41,7 +41,7 @@ std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
   int64_t n = shape_numel(attrs.sizes);
   int64_t sets = 1;
   for (const auto& l : diff) sets *= l.batch_size;
-  bool normal = ctx.op == OpId::randn;
+  const auto item = static_cast<int64_t>(dtype_size(attrs.dtype));
   std::vector<int64_t> idx(diff.size(), 0);
   for (int64_t s = 0; s < sets && n > 0; ++s) {
     // set index s -> (i_a, i_b, ..) row-major, and its key
@@ -53,18 +53,8 @@ std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
     uint64_t key = st.set_key;
     for (size_t j = 0; j < diff.size(); ++j)
       key = combine_set_key(key, static_cast<uint64_t>(diff[j].set_offset + idx[j]));
-    if (ctx.op == OpId::dropout_mask) {
-      philox_keep_mask(static_cast<float*>(out.raw_data()) + s * n, n, attrs.alpha, st.seed, stream,
-                       key);
-    } else if (attrs.dtype == kFloat32) {
-      float* p = static_cast<float*>(out.raw_data()) + s * n;
-      normal ? philox_normal(p, n, st.seed, stream, key)
-             : philox_uniform(p, n, st.seed, stream, key);
-    } else {
-      double* p = static_cast<double*>(out.raw_data()) + s * n;
-      normal ? philox_normal(p, n, st.seed, stream, key)
-             : philox_uniform(p, n, st.seed, stream, key);
-    }
+    impl::fill_random(ctx.op, attrs, static_cast<char*>(out.raw_data()) + s * n * item, n, st.seed,
+                      stream, key);
   }
   // tag the lower Different levels (each is now the front logical dim), in level order
   bool top_different = ctx.randomness == Randomness::Different;

@@ -338,16 +338,23 @@ inline uint32_t byte_of(const uint32_t* words, int64_t t) {
   return (words[t / 4] >> (8 * (t % 4))) & 0xFF;
 }
 
-// Runs of elements [i, i + len): run(i, bytes, len) gets the run's bytes (element i + t keeps
-// if bytes[t] > rule.hi, ties aside); then tie(e) is called for each tie its refinement keeps.
-template <class Run, class Tie>
-void for_each_keep_run(const Block& b, int64_t n, const KeepRule& rule, Run&& run, Tie&& tie) {
+// Runs of elements [i, i + len): run(i, bytes, ties, len) gets the run's bytes and a bit per
+// element (ties[t / 64] >> t % 64) set for the ties its refinement keeps; element i + t keeps if
+// bytes[t] > rule.hi or its bit is set. A run's ties are drawn before its pass, so the pass reads
+// each element once and writes it once (dropout may be in place).
+template <class Run>
+void for_each_keep_run(const Block& b, int64_t n, const KeepRule& rule, Run&& run) {
   constexpr int64_t kRun = 4096;  // elements: 256 blocks
   alignas(64) uint32_t words[kRun / 4];
   alignas(64) uint8_t spread[kRun];  // big-endian hosts: the bytes in element order
-  std::vector<int64_t> ties;         // about n / 256
-  ties.reserve(static_cast<size_t>(n / 128 + 16));
+  alignas(64) uint64_t ties[kRun / 64];
   const uint32_t hi = rule.hi;
+  uint64_t ties_before = 0;  // in the whole stream: the j-th tie takes word kRefineWord + j
+  // the ties' refinement words, 4 to a block, drawn a batch of blocks at a time (a run has about
+  // 16 ties)
+  constexpr int64_t kBlocks = 64;
+  alignas(64) uint32_t refine[4 * kBlocks];
+  uint64_t first = ~uint64_t{0};  // the block refine holds from
   for (int64_t i = 0; i < n; i += kRun) {
     const int64_t len = std::min(kRun, n - i);
     philox_blocks(b, static_cast<uint64_t>(i / 16), (len + 15) / 16, words);
@@ -356,43 +363,44 @@ void for_each_keep_run(const Block& b, int64_t n, const KeepRule& rule, Run&& ru
       for (int64_t t = 0; t < len; ++t) spread[t] = static_cast<uint8_t>(byte_of(words, t));
       bytes = spread;
     }
-    int64_t t = 0;
+    std::fill(ties, ties + (len + 63) / 64, uint64_t{0});
+    if (hi < 256) {
+      int64_t t = 0;
 #ifdef __AVX512BW__
-    const __m512i hv = _mm512_set1_epi8(static_cast<char>(hi));
-    for (; hi < 256 && t + 64 <= len; t += 64)
-      for (uint64_t m = _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(bytes + t), hv); m; m &= m - 1)
-        ties.push_back(i + t + std::countr_zero(m));
+      const __m512i hv = _mm512_set1_epi8(static_cast<char>(hi));
+      for (; t + 64 <= len; t += 64)
+        ties[t / 64] = _mm512_cmpeq_epi8_mask(_mm512_loadu_si512(bytes + t), hv);
 #endif
-    for (; hi < 256 && t < len; ++t)
-      if (bytes[t] == hi) ties.push_back(i + t);
-    run(i, bytes, len);
-  }
-  // the ties' refinement words, kRefineWord + j for the j-th: consecutive blocks
-  constexpr int64_t kWords = 1024;
-  alignas(64) uint32_t refine[kWords];
-  for (size_t j0 = 0; j0 < ties.size(); j0 += kWords) {
-    const auto count = static_cast<int64_t>(std::min<size_t>(kWords, ties.size() - j0));
-    philox_blocks(b, (kRefineWord + j0) / 4, (count + 3) / 4, refine);
-    for (int64_t j = 0; j < count; ++j)
-      if ((refine[j] >> 16) >= rule.lo) tie(ties[j0 + static_cast<size_t>(j)]);
+      for (; t < len; ++t) ties[t / 64] |= uint64_t{bytes[t] == hi} << (t % 64);
+      for (int64_t q = 0; q < (len + 63) / 64; ++q)
+        for (uint64_t m = ties[q]; m; m &= m - 1) {
+          const uint64_t w = kRefineWord + ties_before++;
+          if (w / 4 - first >= uint64_t{kBlocks}) {  // unsigned: also w / 4 < first
+            first = w / 4;
+            philox_blocks(b, first, kBlocks, refine);
+          }
+          if ((refine[w - 4 * first] >> 16) < rule.lo) ties[q] &= ~(m & -m);
+        }
+    }
+    run(i, bytes, static_cast<const uint64_t*>(ties), len);
   }
 }
 
-// out[t] = f(keep_t) for t < len, keep_t = 1.0f if bytes[t] > hi, else 0.0f: 64 at a time
-// from one byte compare with AVX-512BW.
+// out[t] = f(keep_t) for t < len, keep_t = 1.0f if bytes[t] > hi or bit t of ties is set, else
+// 0.0f: 64 at a time from one byte compare with AVX-512BW.
 template <class F>
-inline void map_keep(const uint8_t* bytes, uint32_t hi, int64_t len, F&& f) {
+inline void map_keep(const uint8_t* bytes, const uint64_t* ties, uint32_t hi, int64_t len, F&& f) {
   int64_t t = 0;
 #ifdef __AVX512BW__
   const __m512i hv = _mm512_set1_epi8(static_cast<char>(hi));
   const __m512 one = _mm512_set1_ps(1.0f);
   for (; hi < 256 && t + 64 <= len; t += 64) {
-    const uint64_t m = _mm512_cmpgt_epu8_mask(_mm512_loadu_si512(bytes + t), hv);
+    const uint64_t m = _mm512_cmpgt_epu8_mask(_mm512_loadu_si512(bytes + t), hv) | ties[t / 64];
     for (int q = 0; q < 4; ++q)
       f(t + 16 * q, _mm512_maskz_mov_ps(static_cast<__mmask16>(m >> (16 * q)), one));
   }
 #endif
-  for (; t < len; ++t) f(t, bytes[t] > hi ? 1.0f : 0.0f);
+  for (; t < len; ++t) f(t, bytes[t] > hi || (ties[t / 64] >> (t % 64) & 1) ? 1.0f : 0.0f);
 }
 
 }  // namespace
@@ -401,41 +409,40 @@ void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t se
                     uint64_t stream, uint64_t set_key) {
   const float scale = static_cast<float>(1.0 / (1.0 - p));
   const KeepRule rule(p);
-  for_each_keep_run(
-      make_block(seed, stream, set_key), n, rule,
-      [&](int64_t i, const uint8_t* bytes, int64_t len) {
-        // the run's pointers as values: through the captures every store would reload them
-        map_keep(bytes, rule.hi, len, [xs = x + i, os = out + i, scale](int64_t t, auto keep) {
-          if constexpr (std::is_same_v<decltype(keep), float>) {
-            os[t] = (xs[t] * keep) * scale;
-          } else {
+  for_each_keep_run(make_block(seed, stream, set_key), n, rule,
+                    [&](int64_t i, const uint8_t* bytes, const uint64_t* ties, int64_t len) {
+                      // the run's pointers as values: through the captures every store would reload
+                      // them
+                      map_keep(bytes, ties, rule.hi, len,
+                               [xs = x + i, os = out + i, scale](int64_t t, auto keep) {
+                                 if constexpr (std::is_same_v<decltype(keep), float>) {
+                                   os[t] = (xs[t] * keep) * scale;
+                                 } else {
 #ifdef __AVX512F__
-            const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xs + t), keep);
-            _mm512_storeu_ps(os + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
+                                   const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xs + t), keep);
+                                   _mm512_storeu_ps(os + t,
+                                                    _mm512_mul_ps(v, _mm512_set1_ps(scale)));
 #endif
-          }
-        });
-      },
-      [&](int64_t e) { out[e] = (x[e] * 1.0f) * scale; });
+                                 }
+                               });
+                    });
 }
 
 void philox_keep_mask(float* out, int64_t n, double p, uint64_t seed, uint64_t stream,
                       uint64_t set_key) {
   const KeepRule rule(p);
-  for_each_keep_run(
-      make_block(seed, stream, set_key), n, rule,
-      [&](int64_t i, const uint8_t* bytes, int64_t len) {
-        map_keep(bytes, rule.hi, len, [os = out + i](int64_t t, auto keep) {
-          if constexpr (std::is_same_v<decltype(keep), float>) {
-            os[t] = keep;
-          } else {
+  for_each_keep_run(make_block(seed, stream, set_key), n, rule,
+                    [&](int64_t i, const uint8_t* bytes, const uint64_t* ties, int64_t len) {
+                      map_keep(bytes, ties, rule.hi, len, [os = out + i](int64_t t, auto keep) {
+                        if constexpr (std::is_same_v<decltype(keep), float>) {
+                          os[t] = keep;
+                        } else {
 #ifdef __AVX512F__
-            _mm512_storeu_ps(os + t, keep);
+                          _mm512_storeu_ps(os + t, keep);
 #endif
-          }
-        });
-      },
-      [&](int64_t e) { out[e] = 1.0f; });
+                        }
+                      });
+                    });
 }
 
 bool philox_keep_reference(uint64_t seed, uint64_t stream, uint64_t set_key, double p, uint64_t e,

@@ -50,7 +50,8 @@ bool philox_keep_reference(uint64_t seed, uint64_t stream, uint64_t set_key, dou
                            uint64_t ties_before);
 // Dropout in one pass: out[i] = (x[i] * keep_i) * (1 / (1 - p)) in the dtype's arithmetic: bit
 // for bit what mul(mul(x, keep), 1 / (1 - p)) gives, without its passes. keep_i is
-// philox_keep_mask's (float32), or u_i >= p for u_i element i of philox_uniform (float64).
+// philox_keep_mask's (float32), or u_i >= p for u_i element i of philox_uniform (float64). x may
+// be out (in place).
 void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t seed,
                     uint64_t stream, uint64_t set_key);
 void philox_dropout(const double* x, double* out, int64_t n, double p, uint64_t seed,

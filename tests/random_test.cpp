@@ -130,6 +130,12 @@ TEST_CASE("dropout") {
   CHECK(all[3] == 0.0f);
   CHECK_THROWS_AS(dropout(x, 1.5), ValueError);
   CHECK_THROWS_AS(dropout(x, -0.1, false), ValueError);
+  // a NaN p is no probability (it passed p < 0 || p > 1 and reached the draws)
+  CHECK_THROWS_AS(dropout(x, std::nan(""), true), ValueError);
+  CHECK_THROWS_AS(dropout(x, std::nan(""), false), ValueError);
+  CHECK_THROWS_AS(vmap([](Tensor t) { return dropout(t, std::nan("")); },
+                       {.randomness = Randomness::Different})(ones({2, 3})),
+                  ValueError);
   CHECK_THROWS_AS(dropout(tensor<int64_t>({1}), 0.5), TypeError);
   manual_seed(11);
   CHECK(dropout(x, 0.25, true).to_vector<float>() == v);
@@ -240,8 +246,8 @@ TEST_CASE("dropout_mask follows its byte draws, refinements included") {
   }
 }
 
-// The fused epilogue of linear_relu_dropout writes over its input: each element must be read
-// before it is written, ties included (a tie's value is needed after its run is masked).
+// philox_dropout may write over its input: each element must be read before it is written, ties
+// included (a tie's value is needed after its run is masked).
 TEST_CASE("philox_dropout in place gives what it gives into another buffer") {
   const int64_t n = 70000;  // ~270 ties over several runs of 4096
   for (double p : {0.1, 0.37, 1.0 - 1.0 / 16777216.0}) {

@@ -94,7 +94,8 @@ std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attr
   if (!is_floating(x.dtype()))
     throw_error<TypeError>("[dropout] input of shape ", shape_str(x.shape()),
                            " needs a floating dtype, got ", dtype_name(x.dtype()));
-  if (p < 0 || p > 1) throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
+  if (!(p >= 0 && p <= 1))  // NaN too
+    throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
   if (!attrs.training || p == 0) return {x};
   // x * 0 as torch, so an inf or NaN stays NaN (the fused pass multiplies dropped values by 0 too)
   if (p == 1) return {mul(x, 0.0)};
@@ -141,7 +142,8 @@ Tensor dropout_mask(const Shape& shape, double p) {
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
-  if (p < 0 || p > 1) throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
+  if (!(p >= 0 && p <= 1))  // NaN too
+    throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
   if (!training || p == 0) return x;
   OpAttrs a;
   a.alpha = p;

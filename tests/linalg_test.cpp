@@ -510,20 +510,20 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
 // columns around its two-vector panel and the narrow cases (1-4 columns as dot products, and
 // 5-16 too with AVX-512 from a depth of two vectors, with partial last vectors and row
 // remainders, or transposed when x's rows are strided), depths
-// past its 16 KiB panel), its direct loop for tiny products, and the Eigen path, against a double
-// loop: shared and per-set operands, bias none, shared or per set, ReLU on and off, transposed
-// storage of either operand.
+// past its 16 KiB panel), its direct loop for tiny products, and the Eigen path (x over 1 MiB;
+// over 256 KiB without AVX-512), against a double loop: shared and per-set operands, bias none,
+// shared or per set, ReLU on and off, transposed storage of either operand.
 TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive loop") {
   struct Case {
     int64_t bt, m, n, k;
   };
   // the first four and the last take the direct loop for tiny products (m * n * k <= 1024)
   const std::vector<Case> cases = {
-      {1, 1, 1, 1},      {2, 5, 3, 7},    {3, 6, 8, 16},  {2, 7, 9, 0},     {3, 6, 8, 32},
-      {2, 13, 16, 33},   {1, 12, 17, 9},  {2, 64, 4, 32}, {2, 19, 33, 300}, {1, 5, 70, 600},
-      {2, 300, 20, 300}, {2, 14, 20, 37}, {1, 9, 18, 64}, {1, 8, 17, 301},  {2, 70, 1, 19},
-      {1, 33, 2, 40},    {2, 29, 3, 41},  {1, 11, 4, 45}, {2, 130, 2, 8},   {2, 37, 10, 256},
-      {1, 20, 13, 47},   {1, 7, 9, 0}};
+      {1, 1, 1, 1},      {2, 5, 3, 7},      {3, 6, 8, 16},    {2, 7, 9, 0},     {3, 6, 8, 32},
+      {2, 13, 16, 33},   {1, 12, 17, 9},    {2, 64, 4, 32},   {2, 19, 33, 300}, {1, 5, 70, 600},
+      {2, 300, 20, 300}, {2, 14, 20, 37},   {1, 9, 18, 64},   {1, 8, 17, 301},  {2, 70, 1, 19},
+      {1, 33, 2, 40},    {2, 29, 3, 41},    {1, 11, 4, 45},   {2, 130, 2, 8},   {2, 37, 10, 256},
+      {1, 20, 13, 47},   {2, 260, 70, 400}, {1, 520, 9, 520}, {1, 7, 9, 0}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})
@@ -568,6 +568,35 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
             worst = std::max(worst, std::abs(got[i] - ref[i]) / (1.0 + std::abs(ref[i])));
           CHECK(worst < 1e-4);
         }
+}
+
+// With more threads than products, one of our kernel's products is cut into column blocks, one
+// per thread: every output is computed as in the whole product, so the bits are the one-thread
+// bits (a cut of an OpenBLAS product may round differently; this one must not).
+TEST_CASE("gemm_nt: a lone product cut across threads has the one-thread bits") {
+  Tensor x = seq({1, 256, 512}, kFloat32, 0.37), w = seq({1, 1000, 512}, kFloat32, 0.11);
+  Tensor b = seq({1, 1000}, kFloat32, 0.7);
+  for (bool relu : {false, true}) {
+    CAPTURE(relu);
+    Tensor one = kernels::gemm_nt(x, w, b, relu);
+    set_num_threads(2);
+    Tensor two = kernels::gemm_nt(x, w, b, relu);
+    Tensor two_shared = kernels::gemm_nt(x, w.expand({3, 1000, 512}), b, relu);
+    set_num_threads(1);
+    CHECK(equal(two, one));
+    for (int64_t s = 0; s < 3; ++s) CHECK(equal(two_shared.select(0, s), one.select(0, 0)));
+    // and against the double loop at a few places, the last column block's edges included
+    auto xv = x.to_vector<double>(), wv = w.to_vector<double>(), bv = b.to_vector<double>();
+    for (int64_t i : {0, 101, 255})
+      for (int64_t j : {0, 511, 512, 999}) {
+        double acc = bv[static_cast<size_t>(j)];
+        for (int64_t p = 0; p < 512; ++p)
+          acc += xv[static_cast<size_t>(i * 512 + p)] * wv[static_cast<size_t>(j * 512 + p)];
+        if (relu) acc = std::max(acc, 0.0);
+        const double got = one[0][i][j].item<double>();
+        CHECK(std::abs(got - acc) <= 1e-4 * (1.0 + std::abs(acc)));
+      }
+  }
 }
 
 // relu(NaN) is NaN; a max(v, 0) with the wrong operand order gives 0. Every path of the fused

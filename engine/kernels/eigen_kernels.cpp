@@ -142,14 +142,28 @@ Cut blas_cut(int64_t m, int64_t n, int64_t k) {
   return {parts, (side + parts - 1) / parts, rows};
 }
 
-// Runs task(i, block) over the bt products of [m, k] x [k, n] matrices, each whole (our small
-// kernel, or a BLAS product too small to cut) or in the blocks of blas_cut. Threads share the
-// tasks once each thread gets real work (waking a sleeping pool worker costs microseconds),
-// claimed a few at a time: a thread the host slows down takes fewer instead of holding the
-// others at the end of the op. Bias and ReLU are applied per block, in parallel as well.
+// How our kernel's products are cut: only when there are fewer of them than threads, and only
+// into column blocks (multiples of 64 wide), in which every output is computed exactly as in the
+// whole product (same row tiles, same k order, lanes independent), so the bits do not depend on
+// the cut, and it may depend on the count.
+Cut kernel_cut(int64_t bt, int64_t m, int64_t n, int64_t k) {
+  constexpr int64_t kMinSide = 64;
+  const int64_t threads = num_threads();
+  if (threads == 1 || bt >= threads || 2.0 * static_cast<double>(m) * n * k < 8e6) return {};
+  const int64_t parts = std::min<int64_t>(threads, n / kMinSide);
+  if (parts <= 1) return {};
+  const int64_t step = ((n + parts - 1) / parts + kMinSide - 1) / kMinSide * kMinSide;
+  return {(n + step - 1) / step, step, false};
+}
+
+// Runs task(i, block) over the bt products of [m, k] x [k, n] matrices, each whole or in the
+// blocks of blas_cut (the BLAS) or kernel_cut (ours). Threads share the tasks once each thread
+// gets real work (waking a sleeping pool worker costs microseconds), claimed a few at a time: a
+// thread the host slows down takes fewer instead of holding the others at the end of the op.
+// Bias and ReLU are applied per block, in parallel as well.
 template <class F>
 void for_each_block(int64_t bt, int64_t m, int64_t n, int64_t k, bool blas, F&& task) {
-  const Cut cut = blas ? blas_cut(m, n, k) : Cut{};
+  const Cut cut = blas ? blas_cut(m, n, k) : kernel_cut(bt, m, n, k);
   const int64_t tasks = bt * cut.parts;
   auto range = [&](int64_t begin, int64_t end) {
     for (int64_t t = begin; t < end; ++t) {
@@ -251,7 +265,7 @@ void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   const int64_t xrs = x.stride(1), xcs = x.stride(2), wrs = w.stride(1), wcs = w.stride(2);
   const bool blas = goes_to_blas<T>(n, m, k);
   for_each_block(bt, n, m, k, blas, [&](int64_t i, Block b) {
-    // the next set's operands, for the kernel to prefetch (blocks of one set are whole sets)
+    // the next set's operands, for the kernel to prefetch
     SmallGemmNext next;
     if constexpr (std::is_same_v<T, float>)
       if (i + 1 < bt) {

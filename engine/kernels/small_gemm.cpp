@@ -388,7 +388,12 @@ void run_dot(const float* x, int64_t xrs, const float* w, int64_t wrs, const flo
 
 bool small_gemm_pays(int64_t m, int64_t n, int64_t k) {
   (void)n;
-  return m * k * static_cast<int64_t>(sizeof(float)) <= (256 << 10);
+  // Measured against OpenBLAS 0.3.21, one thread: on Zen 3 (AVX2, 512 KiB L2) this kernel lost
+  // beyond 256 KiB of x; on Zen 4 (AVX-512, 1 MiB L2) it wins up to 1 MiB (mlp8_large's
+  // [256, 512] and [256, 1024] inputs: 1.09-1.10x; 1.02-1.15x over other shapes) and is mixed
+  // or slower beyond (0.55-0.88x at 8-16 MiB).
+  constexpr int64_t kMaxX = W == 16 ? (1 << 20) : (256 << 10);
+  return m * k * static_cast<int64_t>(sizeof(float)) <= kMaxX;
 }
 
 void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int64_t wrs,

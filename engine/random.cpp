@@ -409,40 +409,37 @@ void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t se
                     uint64_t stream, uint64_t set_key) {
   const float scale = static_cast<float>(1.0 / (1.0 - p));
   const KeepRule rule(p);
-  for_each_keep_run(make_block(seed, stream, set_key), n, rule,
-                    [&](int64_t i, const uint8_t* bytes, const uint64_t* ties, int64_t len) {
-                      // the run's pointers as values: through the captures every store would reload
-                      // them
-                      map_keep(bytes, ties, rule.hi, len,
-                               [xs = x + i, os = out + i, scale](int64_t t, auto keep) {
-                                 if constexpr (std::is_same_v<decltype(keep), float>) {
-                                   os[t] = (xs[t] * keep) * scale;
-                                 } else {
+  auto run = [&](int64_t i, const uint8_t* bytes, const uint64_t* ties, int64_t len) {
+    // the run's pointers as values: through the captures every store would reload them
+    map_keep(bytes, ties, rule.hi, len, [xs = x + i, os = out + i, scale](int64_t t, auto keep) {
+      if constexpr (std::is_same_v<decltype(keep), float>) {
+        os[t] = (xs[t] * keep) * scale;
+      } else {
 #ifdef __AVX512F__
-                                   const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xs + t), keep);
-                                   _mm512_storeu_ps(os + t,
-                                                    _mm512_mul_ps(v, _mm512_set1_ps(scale)));
+        const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(xs + t), keep);
+        _mm512_storeu_ps(os + t, _mm512_mul_ps(v, _mm512_set1_ps(scale)));
 #endif
-                                 }
-                               });
-                    });
+      }
+    });
+  };
+  for_each_keep_run(make_block(seed, stream, set_key), n, rule, run);
 }
 
 void philox_keep_mask(float* out, int64_t n, double p, uint64_t seed, uint64_t stream,
                       uint64_t set_key) {
   const KeepRule rule(p);
-  for_each_keep_run(make_block(seed, stream, set_key), n, rule,
-                    [&](int64_t i, const uint8_t* bytes, const uint64_t* ties, int64_t len) {
-                      map_keep(bytes, ties, rule.hi, len, [os = out + i](int64_t t, auto keep) {
-                        if constexpr (std::is_same_v<decltype(keep), float>) {
-                          os[t] = keep;
-                        } else {
+  auto run = [&](int64_t i, const uint8_t* bytes, const uint64_t* ties, int64_t len) {
+    map_keep(bytes, ties, rule.hi, len, [os = out + i](int64_t t, auto keep) {
+      if constexpr (std::is_same_v<decltype(keep), float>) {
+        os[t] = keep;
+      } else {
 #ifdef __AVX512F__
-                          _mm512_storeu_ps(os + t, keep);
+        _mm512_storeu_ps(os + t, keep);
 #endif
-                        }
-                      });
-                    });
+      }
+    });
+  };
+  for_each_keep_run(make_block(seed, stream, set_key), n, rule, run);
 }
 
 bool philox_keep_reference(uint64_t seed, uint64_t stream, uint64_t set_key, double p, uint64_t e,

@@ -507,6 +507,8 @@ TEST_CASE("threads: a batched matmul split across threads equals the one-thread 
 
 // kernels::gemm_nt over every tile edge of the small-matrix kernel (rows around its 6-row tile,
 // remainders of 2 and 3 rows, whose tiles split the depth into even and odd steps, at odd depths,
+// or with AVX-512 remainders of 1-2 joined to the last tile as 7 or 8 rows, a per-row bias too
+// when the product runs transposed (5-16 columns at a depth under two vectors),
 // columns around its two-vector panel and the narrow cases (1-4 columns as dot products, and
 // 5-16 too with AVX-512 from a depth of two vectors, with partial last vectors and row
 // remainders, or transposed when x's rows are strided), depths
@@ -523,7 +525,8 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
       {2, 13, 16, 33},   {1, 12, 17, 9},    {2, 64, 4, 32},   {2, 19, 33, 300}, {1, 5, 70, 600},
       {2, 300, 20, 300}, {2, 14, 20, 37},   {1, 9, 18, 64},   {1, 8, 17, 301},  {2, 70, 1, 19},
       {1, 33, 2, 40},    {2, 29, 3, 41},    {1, 11, 4, 45},   {2, 130, 2, 8},   {2, 37, 10, 256},
-      {1, 20, 13, 47},   {2, 260, 70, 400}, {1, 520, 9, 520}, {1, 7, 9, 0}};
+      {1, 20, 13, 47},   {2, 260, 70, 400}, {1, 520, 9, 520}, {2, 40, 14, 20},  {1, 30, 7, 9},
+      {1, 7, 9, 0}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})

@@ -151,6 +151,18 @@ constexpr int64_t kJoin = W == 16 ? 2 : 0;
 constexpr int64_t kMaxRows = MR + 2;
 constexpr TileFn kTiles[kMaxRows + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>,
                                          tile<5>, tile<6>, tile<7>, tile<8>};
+// The rows of the tile that starts where `left` rows remain, and how many tiles cover `rows`.
+constexpr int64_t tile_rows(int64_t left) { return left <= MR + kJoin ? left : MR; }
+constexpr int64_t row_tiles(int64_t rows) {
+  return rows <= MR + kJoin ? 1 : 1 + (rows - kJoin - 1) / MR;
+}
+constexpr bool tiles_agree(int64_t rows) {
+  int64_t n = 0;
+  for (int64_t m0 = 0; m0 < rows; m0 += tile_rows(rows - m0)) ++n;
+  return n == row_tiles(rows);
+}
+static_assert(tiles_agree(1) && tiles_agree(6) && tiles_agree(7) && tiles_agree(8) &&
+              tiles_agree(9) && tiles_agree(14) && tiles_agree(15) && tiles_agree(128));
 
 // panel[p][j] = b[j][p] for j < nc, p < kc, zero for nc <= j < NR: a transpose, done in 8x8
 // blocks in registers when b's rows are contiguous (a scalar transpose costs as much as a tenth
@@ -211,7 +223,7 @@ struct PanelPrefetch {
     stride = q.brs;
     lines_per_row = (std::min(KC, q.k - k1) + kLine - 1) / kLine + 1;  // +1: unaligned rows
     rows_left = std::min(NR, q.cols - n1);
-    const int64_t tiles = q.rows <= MR + kJoin ? 1 : 1 + (q.rows - kJoin - 1) / MR;  // as run()
+    const int64_t tiles = row_tiles(q.rows);
     per_tile = (rows_left * lines_per_row + tiles - 1) / tiles;
   }
   void step() {
@@ -241,8 +253,8 @@ void run(const Product& q) {
           __builtin_prefetch(q.next_bias + j);
       for (int64_t m0 = 0, rows = 0; m0 < q.rows; m0 += rows) {
         // a remainder of 1-2 rows joins the last full tile where 16 accumulators fit in registers
-        // (AVX-512's 32): a 2-row tile ran 1.3x slower per row (mlp32's 128 rows: 0.5-0.7%)
-        rows = q.rows - m0 <= MR + kJoin ? q.rows - m0 : MR;
+        // (kJoin, AVX-512's 32): a 2-row tile ran 1.3x slower per row (mlp32's 128 rows: 0.5-0.7%)
+        rows = tile_rows(q.rows - m0);
         next.step();
         if (q.row_bias)
           for (int64_t r = 0; r < rows; ++r) row_init[r] = q.row_bias[(m0 + r) * q.bs];

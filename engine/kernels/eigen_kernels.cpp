@@ -130,14 +130,15 @@ struct Cut {
   bool rows = false;
 };
 
+constexpr double kMinCutFlops = 8e6;  // below this a product is not worth a second thread
+constexpr int64_t kMinCutSide = 64;   // the narrowest block OpenBLAS or our kernel runs at speed
+
 Cut blas_cut(int64_t m, int64_t n, int64_t k) {
-  constexpr double kMinFlops = 8e6;  // below this a product is not worth a second thread
-  constexpr int64_t kMinSide = 64;   // the narrowest block OpenBLAS still runs at speed
   const int64_t threads = configured_threads();
   const bool rows = m > n;
   const int64_t side = rows ? m : n;
-  if (threads == 1 || 2.0 * static_cast<double>(m) * n * k < kMinFlops) return {};
-  const int64_t parts = std::min<int64_t>(threads, side / kMinSide);
+  if (threads == 1 || 2.0 * static_cast<double>(m) * n * k < kMinCutFlops) return {};
+  const int64_t parts = std::min<int64_t>(threads, side / kMinCutSide);
   if (parts <= 1) return {};
   return {parts, (side + parts - 1) / parts, rows};
 }
@@ -147,12 +148,12 @@ Cut blas_cut(int64_t m, int64_t n, int64_t k) {
 // whole product (same row tiles, same k order, lanes independent), so the bits do not depend on
 // the cut, and it may depend on the count.
 Cut kernel_cut(int64_t bt, int64_t m, int64_t n, int64_t k) {
-  constexpr int64_t kMinSide = 64;
   const int64_t threads = num_threads();
-  if (threads == 1 || bt >= threads || 2.0 * static_cast<double>(m) * n * k < 8e6) return {};
-  const int64_t parts = std::min<int64_t>(threads, n / kMinSide);
+  if (threads == 1 || bt >= threads || 2.0 * static_cast<double>(m) * n * k < kMinCutFlops)
+    return {};
+  const int64_t parts = std::min<int64_t>(threads, n / kMinCutSide);
   if (parts <= 1) return {};
-  const int64_t step = ((n + parts - 1) / parts + kMinSide - 1) / kMinSide * kMinSide;
+  const int64_t step = ((n + parts - 1) / parts + kMinCutSide - 1) / kMinCutSide * kMinCutSide;
   return {(n + step - 1) / step, step, false};
 }
 

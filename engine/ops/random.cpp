@@ -7,6 +7,16 @@
 #include "engine/ops/impls.h"
 
 namespace td {
+namespace {
+
+// A probability p of dropout or dropout_mask, NaN refused too (p < 0 || p > 1 lets it through)
+void check_probability(const char* op, double p) {
+  if (!(p >= 0 && p <= 1))
+    throw_error<ValueError>("[", op, "] probability must be in [0, 1], got ", p);
+}
+
+}  // namespace
+
 namespace impl {
 namespace {
 
@@ -94,8 +104,7 @@ std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attr
   if (!is_floating(x.dtype()))
     throw_error<TypeError>("[dropout] input of shape ", shape_str(x.shape()),
                            " needs a floating dtype, got ", dtype_name(x.dtype()));
-  if (!(p >= 0 && p <= 1))  // NaN too
-    throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
+  check_probability("dropout", p);
   if (!attrs.training || p == 0) return {x};
   // x * 0 as torch, so an inf or NaN stays NaN (the fused pass multiplies dropped values by 0 too)
   if (p == 1) return {mul(x, 0.0)};
@@ -132,8 +141,7 @@ Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.dtype()); }
 Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.dtype()); }
 Tensor bernoulli(const Tensor& p) { return call_op1(OpId::bernoulli, {p}, {}); }
 Tensor dropout_mask(const Shape& shape, double p) {
-  if (!(p >= 0 && p <= 1))
-    throw_error<ValueError>("[dropout_mask] probability must be in [0, 1], got ", p);
+  check_probability("dropout_mask", p);
   OpAttrs a;
   a.sizes = shape;
   a.dtype = kFloat32;
@@ -142,8 +150,7 @@ Tensor dropout_mask(const Shape& shape, double p) {
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
-  if (!(p >= 0 && p <= 1))  // NaN too
-    throw_error<ValueError>("[dropout] probability must be in [0, 1], got ", p);
+  check_probability("dropout", p);
   if (!training || p == 0) return x;
   OpAttrs a;
   a.alpha = p;

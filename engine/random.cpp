@@ -6,7 +6,6 @@
 #include <bit>
 #include <cmath>
 #include <type_traits>
-#include <vector>
 
 #ifdef __AVX2__
 #include <immintrin.h>

@@ -1,6 +1,7 @@
 #pragma once
 // The public ops, as free functions with PyTorch's names, argument order, broadcasting and
 // negative dims. An undefined Tensor ({}) stands for an absent optional argument.
+#include <array>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -260,9 +261,23 @@ struct IntOrList {
   IntOrList(const std::vector<int64_t>& v) : values(v) {}  // NOLINT
   operator const IntList&() const { return values; }       // NOLINT
 };
+// conv2d's padding: numbers, or torch's strings "valid" (none) and "same" (the output keeps the
+// input's size: stride 1 only; an odd total puts its extra element last, as torch).
+struct ConvPadding : IntOrList {
+  using IntOrList::IntOrList;
+  ConvPadding(const IntOrList& v) : IntOrList(v) {}  // NOLINT(google-explicit-constructor)
+  ConvPadding(const std::string& mode);              // NOLINT: ValueError unless valid or same
+  template <size_t N>  // a literal only: 0 would also convert to a const char*
+  ConvPadding(const char (&mode)[N]) : ConvPadding(std::string(mode)) {}  // NOLINT
+  std::string mode;
+};
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
-              const IntOrList& stride = {1, 1}, const IntOrList& padding = {0, 0},
+              const IntOrList& stride = {1, 1}, const ConvPadding& padding = {0, 0},
               const IntOrList& dilation = {1, 1}, int64_t groups = 1);
+// "same" padding for a kernel (kh, kw) and dilation, as pad's {left, right, top, bottom};
+// ValueError (naming op) if it overflows.
+std::array<int64_t, 4> conv_same_padding(int64_t kh, int64_t kw, int64_t dh, int64_t dw,
+                                         const char* op = "conv2d");
 // ceil_mode: as torch's, the output length rounds up (a last window running past the end takes
 // the elements that exist), but no window starts in the right padding only.
 Tensor max_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},

@@ -1,5 +1,6 @@
 #include "modules/conv.h"
 
+#include <array>
 #include <cmath>
 #include <sstream>
 #include <utility>
@@ -38,11 +39,7 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, i
         padding_mode, "'");
   if (padding.mode == "same" && (s.h != 1 || s.w != 1))
     throw_error<ValueError>("[Conv2d] padding='same' is not supported for strided convolutions");
-  int64_t reach = 0;  // 'same' pads dilation * (kernel - 1) in all
-  if (padding.mode == "same" && (__builtin_mul_overflow(d.h, k.h - 1, &reach) ||
-                                 __builtin_mul_overflow(d.w, k.w - 1, &reach)))
-    throw_error<ValueError>("[Conv2d] padding='same' with kernel_size (", k.h, ", ", k.w,
-                            ") and dilation (", d.h, ", ", d.w, ") overflows int64");
+  if (padding.mode == "same") conv_same_padding(k.h, k.w, d.h, d.w, "Conv2d");
   if (g <= 0) throw_error<ValueError>("[Conv2d] groups must be positive, got ", g);
   if (in % g != 0) throw_error<ValueError>("[Conv2d] in_channels must be divisible by groups");
   if (out % g != 0) throw_error<ValueError>("[Conv2d] out_channels must be divisible by groups");
@@ -59,18 +56,14 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, i
 }
 
 Tensor Conv2d::forward(const Tensor& input) {
-  if (padding.mode.empty() && padding_mode == "zeros")
-    return conv2d(input, weight, bias, stride.list(), padding.list(), dilation.list(), groups);
-  // F.pad's {left, right, top, bottom}; "same" puts an odd total's extra element last, as torch
-  int64_t p[4] = {padding.w, padding.w, padding.h, padding.h};
-  if (padding.mode == "same") {
-    const int64_t th = dilation.h * (kernel_size.h - 1), tw = dilation.w * (kernel_size.w - 1);
-    p[0] = tw / 2, p[1] = tw - tw / 2, p[2] = th / 2, p[3] = th - th / 2;
-  }
-  if (padding_mode == "zeros" && p[0] == p[1] && p[2] == p[3])
-    return conv2d(input, weight, bias, stride.list(), {p[2], p[0]}, dilation.list(), groups);
-  const Tensor x =
-      pad(input, {p[0], p[1], p[2], p[3]}, padding_mode == "zeros" ? "constant" : padding_mode);
+  if (padding_mode == "zeros")
+    return conv2d(input, weight, bias, stride.list(),
+                  padding.mode.empty() ? ConvPadding(padding.list()) : ConvPadding(padding.mode),
+                  dilation.list(), groups);
+  const auto p = padding.mode == "same"
+                     ? conv_same_padding(kernel_size.h, kernel_size.w, dilation.h, dilation.w)
+                     : std::array<int64_t, 4>{padding.w, padding.w, padding.h, padding.h};
+  const Tensor x = pad(input, {p[0], p[1], p[2], p[3]}, padding_mode);
   return conv2d(x, weight, bias, stride.list(), {0, 0}, dilation.list(), groups);
 }
 

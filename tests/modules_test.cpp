@@ -219,6 +219,62 @@ TEST_CASE("golden: Conv2d with padding 'same' or 'valid' and every padding_mode"
                                       "[Conv2d] padding='same'");
 }
 
+TEST_CASE("golden: conv2d (the function) with padding 'same' or 'valid', under vmap too") {
+  TensorDict g = golden("conv2d_padding");
+  const Tensor x = g.get("input");
+  struct Case {
+    const char* name;
+    IntList dilation;
+  };
+  // same_even_dilated pads an odd total (3 rows, 3 columns): its extra element goes last
+  for (const Case& c : {Case{"same_odd", {1, 1}}, Case{"same_even_dilated", {3, 1}}}) {
+    const Tensor w = g.get(std::string(c.name) + ".weight");
+    const Tensor b = g.get(std::string(c.name) + ".bias");
+    const Tensor want = g.get(std::string("output.") + c.name);
+    check_close(conv2d(x, w, b, 1, "same", c.dilation), want, c.name);
+    const std::string mode = "same";  // a std::string is taken as well as a literal
+    check_close(conv2d(x, w, b, {1, 1}, mode, c.dilation), want, c.name);
+    // per-set weights and inputs: set i is the call on slice i
+    const Tensor xs = stack({x, x * 2.0});
+    const Tensor ws = stack({w, -w});
+    const Tensor ys = vmap(
+        [&](Tensor xi, Tensor wi) { return conv2d(xi, wi, b, 1, "same", c.dilation); })(xs, ws);
+    for (int64_t i = 0; i < 2; ++i)
+      check_close(ys[i], conv2d(xs[i], ws[i], b, 1, "same", c.dilation), c.name);
+  }
+  const Tensor wv = g.get("valid.weight");
+  check_close(conv2d(x, wv, {}, 1, "valid"), g.get("output.valid"), "valid");
+  // every kernel and dilation keeps the input's size
+  const Tensor x1 = randn({1, 2, 5, 6});
+  for (int64_t kh : {1, 2, 3, 4})
+    for (int64_t d : {1, 2})
+      CHECK(conv2d(x1, randn({3, 2, kh, 5 - kh}), {}, 1, "same", {d, 1}).shape() ==
+            Shape{1, 3, 5, 6});
+  CHECK(conv2d(x1, ones({3, 2, 1, 1}), {}, 1, 0).shape() == Shape{1, 3, 5, 6});
+  check_throws_mentioning<ValueError>(
+      [&] {
+        conv2d(x1, ones({3, 2, 3, 3}), {}, 2, "same");
+      },
+      "[conv2d] padding='same' is not supported for strided");
+  check_throws_mentioning<ValueError>(
+      [&] {
+        conv2d(x1, ones({3, 2, 3, 3}), {}, 1, "full");
+      },
+      "[conv2d] invalid padding string 'full'");
+  check_throws_mentioning<ValueError>(
+      [&] {
+        conv2d(x1, ones({3, 2, 3, 3}), {}, 1, "same", int64_t{1} << 62);
+      },
+      "[conv2d] padding='same'");
+  // what the op refuses keeps the op's message with the shapes
+  check_throws_mentioning<ValueError>(
+      [&] {
+        conv2d(x1, ones({3, 2, 3}), {}, 1, "same");
+      },
+      "[conv2d]");
+  CHECK_THROWS_AS(conv2d(x1, ones({3, 2, 3, 3}), {}, 1, "same", 0), ValueError);
+}
+
 TEST_CASE("golden: MaxPool2d") {
   TensorDict g = golden("maxpool2d");
   Tensor x = g.get("input");

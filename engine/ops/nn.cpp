@@ -615,13 +615,39 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   return call_op1(OpId::batch_norm, {x, running_mean, running_var, weight, bias}, a);
 }
 
+ConvPadding::ConvPadding(const std::string& m) : mode(m) {
+  if (mode != "same" && mode != "valid")
+    throw_error<ValueError>("[conv2d] invalid padding string '", mode,
+                            "', should be one of 'valid' or 'same'");
+}
+
+std::array<int64_t, 4> conv_same_padding(int64_t kh, int64_t kw, int64_t dh, int64_t dw,
+                                         const char* op) {
+  int64_t th = 0, tw = 0;
+  if (__builtin_mul_overflow(dh, kh - 1, &th) || __builtin_mul_overflow(dw, kw - 1, &tw))
+    throw_error<ValueError>("[", op, "] padding='same' with kernel_size (", kh, ", ", kw,
+                            ") and dilation (", dh, ", ", dw, ") overflows int64");
+  return {tw / 2, tw - tw / 2, th / 2, th - th / 2};
+}
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntOrList& stride,
-              const IntOrList& padding, const IntOrList& dilation, int64_t groups) {
+              const ConvPadding& padding, const IntOrList& dilation, int64_t groups) {
   OpAttrs a;
   a.stride = stride.values;
-  a.padding = padding.values;
+  a.padding = padding.mode.empty() ? padding.values : IntList{0, 0};
   a.dilation = dilation.values;
   a.groups = groups;
+  const IntList& d = dilation.values;
+  // what the op would refuse (a weight not 4-D, a dilation not positive) it refuses with shapes
+  if (padding.mode == "same" && weight.dim() == 4 && (d.size() == 1 || d.size() == 2) &&
+      std::all_of(d.begin(), d.end(), [](int64_t v) { return v > 0; })) {
+    if (std::any_of(a.stride.begin(), a.stride.end(), [](int64_t s) { return s != 1; }))
+      throw_error<ValueError>("[conv2d] padding='same' is not supported for strided convolutions");
+    const auto p = conv_same_padding(weight.size(2), weight.size(3), d[0], d.back());
+    if (p[0] != p[1] || p[2] != p[3])  // an odd total: its extra element goes last
+      return call_op1(OpId::conv2d, {pad(x, {p[0], p[1], p[2], p[3]}), weight, bias}, a);
+    a.padding = {p[2], p[0]};
+  }
   return call_op1(OpId::conv2d, {x, weight, bias}, a);
 }
 

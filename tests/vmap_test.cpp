@@ -220,6 +220,67 @@ TEST_CASE("vmap: input errors name the arguments and shapes") {
                  "at least one input must be batched"));
 }
 
+TEST_CASE("vmap: an in_dim given for a non-tensor argument is refused, as torch") {
+  auto scale = [](Tensor x, int64_t k) { return x * static_cast<double>(k); };
+  check_throws_mentioning<ValueError>(
+      [&] {
+        vmap(scale, {.in_dims = {0, 0}})(randn({2, 3}), int64_t{3});
+      },
+      "in_dim=0 for argument 1 of type int");
+  check_throws_mentioning<ValueError>(
+      [&] {
+        vmap(scale, {.in_dims = {0, -1}})(randn({2, 3}), int64_t{3});
+      },
+      "only Tensor and TensorDict inputs can be mapped");
+  check_throws_mentioning<ValueError>(
+      [] {
+        vmap([](Tensor x, std::string) { return x; }, {.in_dims = {0, 5}})(randn({2, 3}),
+                                                                           std::string("ab"));
+      },
+      "[vmap] got in_dim=5 for argument 1 of type str");
+  // shared (nullopt), or with the default in_dims, it is passed through to every set
+  const Tensor x = arange(6).view({2, 3}).to(kFloat32);
+  CHECK(allclose(vmap(scale, {.in_dims = {0, std::nullopt}})(x, int64_t{3}), x * 3.0));
+  CHECK(allclose(vmap(scale)(x, int64_t{3}), x * 3.0));
+  // a mapped list's other leaves go to every set (as functional_vmap's inputs)
+  const Tensor y = vmap([](Value v) { return v[0].tensor() * static_cast<double>(v[1].to_int()); },
+                        {.in_dims = {0}})(Value(ValueList{x, Value(int64_t{2})}));
+  CHECK(allclose(y, x * 2.0));
+}
+
+TEST_CASE("vmap: view and reshape sizes are checked against the per-set shape") {
+  const int64_t g = int64_t{1} << 32;
+  for (bool reshape : {false, true}) {
+    const char* op = reshape ? "[reshape]" : "[view]";
+    auto as = [reshape](const Shape& s) {
+      return [reshape, s](Tensor a) { return reshape ? a.reshape(s) : a.view(s); };
+    };
+    // an overflowing product is refused before it is multiplied (UBSan caught the old rule)
+    check_throws_mentioning<ValueError>(
+        [&] {
+          vmap(as({g, g, 0}))(randn({2, 3, 4}));
+        },
+        "too many elements");
+    check_throws_mentioning<ValueError>(
+        [&] {
+          vmap(as({g, g, -1}))(randn({2, 3, 4}));
+        },
+        "too many elements");
+    // the message gives the per-set element count (12), not the stacked one (24)
+    check_throws_mentioning<ValueError>(
+        [&] {
+          vmap(as({5, -1}))(randn({2, 3, 4}));
+        },
+        "is invalid for input of 12 elements");
+    CHECK_THROWS_AS(vmap(as({-1, -1}))(randn({2, 3, 4})), ValueError);
+    CHECK(has(message_of([&] { vmap(as({-1, -1}))(randn({2, 3, 4})); }), op));
+    CHECK(vmap(as({4, -1}))(randn({2, 3, 4})).shape() == Shape{2, 4, 3});
+    // a -1 beside a 0 could be anything: refused per set as unbatched (torch alike)
+    CHECK_THROWS_AS(vmap(as({0, -1}))(randn({2, 0, 4})), ValueError);
+    CHECK(vmap(as({0, 4}))(randn({2, 4, 0})).shape() == Shape{2, 0, 4});
+  }
+}
+
 TEST_CASE("vmap: in-place semantics") {
   Tensor x = arange(6).view({2, 3}).to(kFloat32);
   // batched into batched writes each set's slice (through a layout with the batch dim last)

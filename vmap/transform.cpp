@@ -212,6 +212,16 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
           return;
       }
     };
+    // an in_dim given for a number, string or None is refused, as torch does; the default
+    // in_dims pass such arguments through (C++ callers' extra arguments), and so do containers
+    // for their non-tensor leaves (functional_vmap's documented behaviour)
+    const Value::Kind kind = args[i].kind();
+    if (!o.in_dims.empty() && kind != Value::Kind::Tensor && kind != Value::Kind::TensorDict &&
+        kind != Value::Kind::List && kind != Value::Kind::Dict)
+      throw_error<ValueError>("[vmap] got in_dim=", in_dim, " for argument ", i, " of type ",
+                              args[i].kind_name(),
+                              ": only Tensor and TensorDict inputs can be mapped; give it "
+                              "std::nullopt as its in_dim");
     collect(args[i], collect);
   }
   if (sizes.empty())

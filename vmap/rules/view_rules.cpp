@@ -31,15 +31,10 @@ std::vector<Batched> shape_rule(const RuleContext& ctx, std::span<const Batched>
                                 shape_str(attrs.sizes));
     x = pad_to_logical_rank(x, true, static_cast<int64_t>(attrs.sizes.size()));
   }
-  Shape sizes = attrs.sizes;
-  if (ctx.op != OpId::expand) {
-    // resolve a -1 against the per-set numel (works for B == 0 too)
-    int64_t known = 1, n = shape_numel(per_set_shape(in[0]));
-    for (int64_t s : sizes) known *= s == -1 ? 1 : s;
-    for (int64_t& s : sizes)
-      if (s == -1 && known > 0 && n % known == 0) s = n / known;
-  }
-  a.sizes = with_batch(bsz, sizes);
+  // a -1 is resolved, and a bad size refused, against the per-set shape (B == 0 too)
+  a.sizes = with_batch(bsz, ctx.op == OpId::expand ? attrs.sizes
+                                                   : infer_size(op_name(ctx.op), attrs.sizes,
+                                                                shape_numel(per_set_shape(in[0]))));
   return one(call_op(ctx.op, {&x, 1}, a)[0], 0);
 }
 

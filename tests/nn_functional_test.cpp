@@ -340,6 +340,23 @@ TEST_CASE("conv2d errors") {
       },
       "[conv2d]");
   CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}, kFloat64)), TypeError);
+  // an empty list is not the default (torch: "expected stride to be a single integer value or a
+  // list of 2 values")
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, IntList{});
+      },
+      "[conv2d] stride must have 1 or 2 values, got []");
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, 1, IntList{});
+      },
+      "[conv2d] padding must have 1 or 2 values");
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, 1, 0, IntList{});
+      },
+      "[conv2d] dilation must have 1 or 2 values");
 }
 
 TEST_CASE("max_pool2d and avg_pool2d: hand values") {

@@ -632,6 +632,13 @@ std::array<int64_t, 4> conv_same_padding(int64_t kh, int64_t kw, int64_t dh, int
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntOrList& stride,
               const ConvPadding& padding, const IntOrList& dilation, int64_t groups) {
+  // the op reads an empty list as the default; from a caller it is a mistake, as in torch
+  auto refuse_empty = [](const char* what, const IntList& v) {
+    if (v.empty()) throw_error<ValueError>("[conv2d] ", what, " must have 1 or 2 values, got []");
+  };
+  refuse_empty("stride", stride.values);
+  refuse_empty("dilation", dilation.values);
+  if (padding.mode.empty()) refuse_empty("padding", padding.values);
   OpAttrs a;
   a.stride = stride.values;
   a.padding = padding.mode.empty() ? padding.values : IntList{0, 0};

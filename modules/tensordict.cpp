@@ -452,17 +452,21 @@ TensorDict::ModuleGuard::~ModuleGuard() {
 namespace {
 void print_dict(std::ostream& os, const TensorDict& d, int indent) {
   std::string pad(indent + 4, ' '), pad2(indent + 8, ' ');
-  os << "TensorDict(\n" << pad << "fields={";
-  bool first = true;
+  // tensordict sorts the fields' lines (key first), not the keys' insertion order
+  std::vector<std::string> fields;
   for (const auto& [k, e] : d.items()) {
-    os << (first ? "\n" : ",\n") << pad2 << k << ": ";
-    first = false;
+    std::ostringstream f;
+    f << pad2 << k << ": ";
     if (const auto* t = std::get_if<Tensor>(&e)) {
-      os << "Tensor(shape=" << t->shape() << ", dtype=td." << dtype_name(t->dtype()) << ")";
+      f << "Tensor(shape=" << t->shape() << ", dtype=td." << dtype_name(t->dtype()) << ")";
     } else {
-      print_dict(os, std::get<TensorDict>(e), indent + 8);
+      print_dict(f, std::get<TensorDict>(e), indent + 8);
     }
+    fields.push_back(f.str());
   }
+  std::sort(fields.begin(), fields.end());
+  os << "TensorDict(\n" << pad << "fields={";
+  for (size_t i = 0; i < fields.size(); ++i) os << (i ? ",\n" : "\n") << fields[i];
   os << "},\n" << pad << "batch_size=" << d.batch_size() << ")";
 }
 }  // namespace

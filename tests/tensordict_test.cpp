@@ -185,6 +185,21 @@ TEST_CASE("tensordict printing like tensordict") {
   os2 << d;
   CHECK(has(os2.str(), "0: TensorDict(\n"));
   CHECK(has(os2.str(), "bias: Tensor(shape=[4, 2], dtype=td.int64)},\n"));
+  // fields sorted as tensordict sorts its lines ("w2: ..." before "w: ...", as ':' > '2'),
+  // whatever the insertion order
+  TensorDict e({2});
+  e.set("w", zeros({2}));
+  e.set("b", zeros({2}));
+  e.set("w2", zeros({2}));
+  std::ostringstream os3;
+  os3 << e;
+  CHECK(os3.str() ==
+        "TensorDict(\n"
+        "    fields={\n"
+        "        b: Tensor(shape=[2], dtype=td.float32),\n"
+        "        w2: Tensor(shape=[2], dtype=td.float32),\n"
+        "        w: Tensor(shape=[2], dtype=td.float32)},\n"
+        "    batch_size=[2])");
 }
 
 // ---- module bridge ----

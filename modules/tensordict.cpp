@@ -209,9 +209,11 @@ std::vector<std::pair<std::string, Tensor>> TensorDict::leaves() const {
   return out;
 }
 
-// Rebuilds d's structure with f applied to every leaf and `batch` as batch size. The keys come
-// from an existing TensorDict (valid and distinct), so only the shapes are checked: set()'s key
-// parsing and search would cost more than the mapping of a small dict.
+// Rebuilds d's structure with f applied to every leaf and `batch` in place of d's batch size. A
+// nested dict keeps the batch dims it has beyond its parent's (tensordict does), after the
+// parent's new ones. The keys come from an existing TensorDict (valid and distinct), so only the
+// shapes are checked: set()'s key parsing and search would cost more than the mapping of a small
+// dict.
 TensorDict TensorDict::map_dict(const TensorDict& d, const std::function<Tensor(const Tensor&)>& f,
                                 const Shape& batch) {
   TensorDict out(batch);
@@ -223,7 +225,11 @@ TensorDict TensorDict::map_dict(const TensorDict& d, const std::function<Tensor(
       if (!has_prefix(v.shape(), batch)) throw_not_batched(k, v.shape(), batch);
       out.entries_.emplace_back(k, std::move(v));
     } else {
-      out.entries_.emplace_back(k, map_dict(std::get<TensorDict>(e), f, batch));
+      const TensorDict& sub = std::get<TensorDict>(e);
+      Shape sub_batch = batch;
+      sub_batch.insert(sub_batch.end(), sub.batch_size_.begin() + d.batch_dims(),
+                       sub.batch_size_.end());
+      out.entries_.emplace_back(k, map_dict(sub, f, sub_batch));
     }
   }
   return out;
@@ -272,13 +278,21 @@ TensorDict TensorDict::stack(const std::vector<TensorDict>& dicts, int64_t dim) 
       if (!first.contains(k))
         throw_error<ValueError>("[TensorDict.stack] dict ", i, " has an extra key '", k, "'");
   }
-  Shape bs = first.batch_size();
-  bs.insert(bs.begin() + d, static_cast<int64_t>(dicts.size()));
-  TensorDict out(bs);
+  // the new dim goes in at d of every batch size: a nested dict keeps its extra batch dims
+  auto stacked = [&](Shape b) {
+    b.insert(b.begin() + d, static_cast<int64_t>(dicts.size()));
+    return b;
+  };
+  TensorDict out(stacked(first.batch_size()));
   for (const auto& k : first.keys(true, false)) {
     const Entry* e = find_entry(first, k);
-    if (std::holds_alternative<TensorDict>(*e)) {
-      if (!out.contains(k)) out.set(k, TensorDict(bs));
+    if (const auto* sub = std::get_if<TensorDict>(e)) {
+      for (size_t i = 1; i < dicts.size(); ++i)
+        if (const Shape& bi = dicts[i].get_dict(k).batch_size(); bi != sub->batch_size())
+          throw_error<ValueError>("[TensorDict.stack] '", k, "' has batch_size ", shape_str(bi),
+                                  " in dict ", i, " but ", shape_str(sub->batch_size()),
+                                  " in dict 0");
+      out.set(k, TensorDict(stacked(sub->batch_size())));
       continue;
     }
     std::vector<Tensor> ts;

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "modules/modules.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -99,6 +100,48 @@ TEST_CASE("tensordict batch size: set_batch_size and nested dicts") {
   sub.set("c", zeros({2, 3, 1}));
   d.set("s", sub);
   CHECK(d.get_dict("s").batch_size() == Shape{2, 3});
+}
+
+TEST_CASE("a nested dict keeps its extra batch dims through every operation, as tensordict") {
+  // b [4] holds s [4, 5] (one more batch dim) and a nested-nested t [4, 5, 2]
+  TensorDict s({4, 5});
+  s.set("q", iota({4, 5, 7}));
+  s.set("t", TensorDict({{"r", iota({4, 5, 2, 3})}}, {4, 5, 2}));
+  TensorDict b({4});
+  b.set("w", iota({4, 3}));
+  b.set("s", s);
+  auto nested = [](const TensorDict& d) {  // the batch sizes of s and s.t
+    return shape_str(d.get_dict("s").batch_size()) + " " +
+           shape_str(d.get_dict("s.t").batch_size());
+  };
+  CHECK(nested(b) == "[4, 5] [4, 5, 2]");
+  CHECK(nested(b.clone()) == "[4, 5] [4, 5, 2]");
+  CHECK(nested(b.apply([](const Tensor& t) { return t * 2.0; })) == "[4, 5] [4, 5, 2]");
+  CHECK(nested(b[1]) == "[5] [5, 2]");
+  CHECK(nested(b.slice(1, 4, 2)) == "[2, 5] [2, 5, 2]");
+  CHECK(nested(b.reshape({2, 2})) == "[2, 2, 5] [2, 2, 5, 2]");
+  CHECK(nested(b.reshape({2, 2}).flatten_batch()) == "[4, 5] [4, 5, 2]");
+  CHECK(nested(TensorDict::stack({b, b}, 0)) == "[2, 4, 5] [2, 4, 5, 2]");
+  CHECK(nested(TensorDict::stack({b, b}, 1)) == "[4, 2, 5] [4, 2, 5, 2]");
+  CHECK(TensorDict::stack({b, b}, 1).get("s.t.r").shape() == Shape{4, 2, 5, 2, 3});
+  // the values go with the shapes: b[1]'s s.q is rows 5..9 of iota
+  CHECK(b[1].get("s.q").to_vector<float>()[0] == 35.0f);
+  // dicts whose nested batch sizes differ do not stack
+  TensorDict c({4});
+  c.set("w", iota({4, 3}));
+  c.set("s", TensorDict({{"q", iota({4, 5, 7})}, {"t.r", iota({4, 5, 2, 3})}}, {4}));
+  check_throws_mentioning<ValueError>(
+      [&] {
+        TensorDict::stack({b, c});
+      },
+      "[TensorDict.stack] 's' has batch_size [4] in dict 1");
+  // under vmap each set sees its slice with the extra dims, and the output gets them back
+  const TensorDict out = vmap([&](TensorDict d) {
+    CHECK(nested(d) == "[5] [5, 2]");
+    return d.apply([](const Tensor& t) { return t + 1.0; });
+  })(b);
+  CHECK(nested(out) == "[4, 5] [4, 5, 2]");
+  CHECK(allclose(out.get("s.t.r"), b.get("s.t.r") + 1.0));
 }
 
 TEST_CASE("tensordict indexing and slicing on the first batch dim") {

@@ -59,14 +59,14 @@ int64_t normalize_insert_dim(const char* op, int64_t dim, int64_t ndim) {
   return dim < 0 ? dim + ndim + 1 : dim;
 }
 
-Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b) {
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b, const char* what) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw_error<ValueError>("[", op, "] shapes ", a, " and ", b, " do not broadcast (dim ", i,
+      throw_error<ValueError>("[", op, "] ", what, " ", a, " and ", b, " do not broadcast (dim ", i,
                               ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }

@@ -281,6 +281,64 @@ TEST_CASE("vmap: view and reshape sizes are checked against the per-set shape") 
   }
 }
 
+TEST_CASE("vmap: errors name the per-set shapes and the caller's dims, as a call per set") {
+  // each message is the unbatched call's on one set's slice (per-set shape [4] or [3, 4]),
+  // never the stacked [2, ...] the rule runs
+  auto says = [](auto f, const char* want) {
+    const std::string m = message_of(f);
+    CHECK_MESSAGE(has(m, want), m);
+    CHECK_MESSAGE(!has(m, "[2, "), m);
+  };
+  const Tensor i = arange(8).view({2, 4}), x = randn({2, 3, 4});
+  says([&] { vmap([](Tensor a) { return mean(a); })(i); },
+       "[mean] expects a floating point input, got td.int64 of per-set shape [4]");
+  says([&] { vmap([](Tensor a) { return softmax(a, 0); })(i); },
+       "[softmax] expects a floating point input, got td.int64 of per-set shape [4]");
+  says([&] { vmap([](Tensor a) {
+               return sum(a, IntList{0, -2});
+             })(x); },
+       "[sum] dim appears multiple times in the list of dims [0, -2]");
+  says(
+      [&] {
+        vmap([](Tensor a) { return amax(a, IntList{0}); })(randn({2, 0, 4}));
+      },
+      "[amax] cannot reduce over dim 0 of size 0 (input per-set shape [0, 4])");
+  says([&] { vmap([](Tensor a) {
+               return a.expand({5, 3, 3});
+             })(x); },
+       "cannot expand a tensor of per-set shape [3, 4] to [5, 3, 3] (dim 2: 4 vs 3)");
+  says([&] { vmap([](Tensor a) { return a.expand({4}); })(x); },
+       "cannot expand a tensor of per-set shape [3, 4] to [4] (fewer dims)");
+  says(
+      [&] {
+        vmap([](Tensor a, Tensor b) { return add(a, b); })(x, randn({2, 5}));
+      },
+      "[add] per-set shapes [3, 4] and [5] do not broadcast (dim 1: 4 vs 5)");
+  says(
+      [&] {
+        vmap([](Tensor a, Tensor b) { return mul(a, b); }, {.in_dims = {0, std::nullopt}})(
+            x, randn({5, 5}));
+      },
+      "[mul] per-set shapes [3, 4] and [5, 5] do not broadcast");
+  says(
+      [&] {
+        vmap([](Tensor c, Tensor a) { return where(c, a, a); })(x > 0.0, randn({2, 3}));
+      },
+      "[where] per-set shapes [3, 4] and [3] do not broadcast");
+  says([&] { vmap([](Tensor a) {
+               return split(a, IntList{1, 1}, 1)[0];
+             })(x); },
+       "[split] section sizes [1, 1] sum to 2 but dim 1 of per-set shape [3, 4] has size 4");
+  says([&] { vmap([](Tensor a) { return a.transpose(0, 1).view({-1}); })(x); },
+       "[view] shape [-1] is not compatible with the strides of a tensor of per-set shape [4, 3] "
+       "and strides [1, 4]");
+  // the unbatched calls say the same of their own shapes
+  CHECK(has(message_of([&] { mean(i[0]); }), "got td.int64 of shape [4]"));
+  CHECK(has(message_of([&] { add(x[0], randn({5})); }), "[add] shapes [3, 4] and [5]"));
+  CHECK(has(message_of([&] { x[0].transpose(0, 1).view({-1}); }),
+            "tensor of shape [4, 3] and strides [1, 4]"));
+}
+
 TEST_CASE("vmap: in-place semantics") {
   Tensor x = arange(6).view({2, 3}).to(kFloat32);
   // batched into batched writes each set's slice (through a layout with the batch dim last)

@@ -25,8 +25,15 @@ void check_sub_scalar(const char* op, const Tensor& t, Scalar s);
 // reductions' vmap rule, which checks a 0-d per-set input's dims with it.
 IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim);
 
-// TypeErrors naming op: x must be floating; t (when defined), `what` of op, must have x's dtype.
+// The reductions' checks of their input's (per-set, `what`) shape x and dtype t: the dims (as
+// reduce_dims, which it returns), a floating dtype for mean, var and std, no bool for argmax and
+// argmin, no reduced dim of size 0 for amax to argmin. Shared with the reductions' vmap rule.
+IntList check_reduce(OpId op, const Shape& x, DType t, const IntList& dims, const char* what);
+
+// TypeErrors naming op: x must be floating (also on a (per-set, `what`) shape and dtype, as
+// softmax's vmap rule checks it); t (when defined), `what` of op, must have x's dtype.
 void check_floating(const char* op, const Tensor& x);
+void check_floating(const char* op, const Shape& x, DType t, const char* what);
 void check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what);
 
 // The GEMM's dtype (matmul, linear): float32 with float64 promotes (td's documented extension),
@@ -81,6 +88,18 @@ void check_broadcasts_to(const char* op, const Shape& self, const Shape& other, 
 // The words of the RuntimeError of an in-place write into an expanded tensor (a dim of size > 1
 // with stride 0), which functional_vmap recognises to name the params entry.
 inline constexpr const char* kExpandedWrite = "cannot write into an expanded tensor";
+
+// view's RuntimeError when no view of x's (per-set, `kind`) shape and strides st has shape req.
+[[noreturn]] void throw_view_strides(const Shape& req, const Shape& x, const Strides& st,
+                                     const char* kind);
+
+// expand's result for x of (per-set, `kind`) shape expanded to req (-1 keeps a dim; new leading
+// dims may not be -1): a ValueError naming both otherwise. Shared with expand's vmap rule.
+Shape expand_shape(const Shape& x, const Shape& req, const char* kind);
+
+// split's checks of dim and the section sizes against a (per-set, `kind`) shape; returns the
+// normalised dim. Shared with split's vmap rule.
+int64_t check_split(const Shape& x, int64_t dim, const IntList& sizes, const char* kind);
 
 // select's check of dim and index on a (per-set, `kind`) shape; returns the normalised dim.
 int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kind);

@@ -100,21 +100,25 @@ std::vector<Tensor> stack_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return cat_impl(parts, ca);
 }
 
+int64_t check_split(const Shape& x, int64_t dim, const IntList& sizes, const char* kind) {
+  if (x.empty()) throw_error<ValueError>("[split] cannot split a zero-dimensional tensor");
+  const int64_t d = normalize_dim("split", dim, static_cast<int64_t>(x.size()));
+  int64_t total = 0;
+  for (int64_t s : sizes) {
+    if (s < 0) throw_error<ValueError>("[split] negative section size in ", sizes);
+    if (__builtin_add_overflow(total, s, &total))
+      throw_error<ValueError>("[split] section sizes ", sizes, " overflow int64 (dim ", d, " of ",
+                              kind, " ", x, " has size ", x[d], ")");
+  }
+  if (total != x[d])
+    throw_error<ValueError>("[split] section sizes ", sizes, " sum to ", total, " but dim ", d,
+                            " of ", kind, " ", x, " has size ", x[d]);
+  return d;
+}
+
 std::vector<Tensor> split_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
-  if (x.dim() == 0) throw_error<ValueError>("[split] cannot split a zero-dimensional tensor");
-  const int64_t dim = normalize_dim("split", a.dim, x.dim());
-  int64_t total = 0;
-  for (int64_t s : a.sizes) {
-    if (s < 0) throw_error<ValueError>("[split] negative section size in ", a.sizes);
-    if (__builtin_add_overflow(total, s, &total))
-      throw_error<ValueError>("[split] section sizes ", a.sizes, " overflow int64 (dim ", dim,
-                              " of shape ", x.shape(), " has size ", x.size(dim), ")");
-  }
-  if (total != x.size(dim))
-    throw_error<ValueError>("[split] section sizes ", a.sizes, " sum to ", total, " but dim ", dim,
-                            " of shape ", x.shape(), " has size ", x.size(dim));
-  return split_views(x, a.sizes, dim);
+  return split_views(x, a.sizes, check_split(x.shape(), a.dim, a.sizes, "shape"));
 }
 
 }  // namespace impl

@@ -17,10 +17,14 @@ Tensor opt_input(std::span<const Tensor> in, size_t i) { return i < in.size() ? 
 
 }  // namespace
 
+void impl::check_floating(const char* op, const Shape& x, DType t, const char* what) {
+  if (!is_floating(t))
+    throw_error<TypeError>("[", op, "] expects a floating point input, got ", t, " of ", what, " ",
+                           x);
+}
+
 void impl::check_floating(const char* op, const Tensor& x) {
-  if (!is_floating(x.dtype()))
-    throw_error<TypeError>("[", op, "] expects a floating point input, got ", x.dtype(),
-                           " of shape ", x.shape());
+  check_floating(op, x.shape(), x.dtype(), "shape");
 }
 
 void impl::check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what) {

@@ -38,35 +38,60 @@ IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim) {
 
 namespace {
 
-std::vector<Tensor> run_reduce(const char* op, ReduceKind kind, std::span<const Tensor> in,
-                               const OpAttrs& attrs) {
-  const Tensor& x = single(op, in);
-  IntList dims = reduce_dims(op, attrs.dims, x.dim());
-  const bool needs_float =
-      kind == ReduceKind::Mean || kind == ReduceKind::Var || kind == ReduceKind::Std;
-  if (needs_float && !is_floating(x.dtype()))
-    throw_error<TypeError>("[", op, "] input of shape ", shape_str(x.shape()), " and dtype ",
-                           dtype_name(x.dtype()), " needs a floating dtype");
-  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
-  if (arg && x.dtype() == DType::Bool)  // as torch ("argmax_cpu" not implemented for 'Bool')
-    throw_bool_not_implemented(op, {x.shape()}, "; max or min with a dim gives the indices");
-  const bool needs_elements = kind == ReduceKind::Amax || kind == ReduceKind::Amin ||
-                              kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
-  if (needs_elements) {
-    for (int64_t d : dims)
-      if (x.shape()[d] == 0)
-        throw_error<ValueError>("[", op, "] cannot reduce over dim ", d, " of size 0 (input shape ",
-                                shape_str(x.shape()), ")");
+ReduceKind reduce_kind(OpId op) {
+  switch (op) {
+    case OpId::sum:
+      return ReduceKind::Sum;
+    case OpId::mean:
+      return ReduceKind::Mean;
+    case OpId::var:
+      return ReduceKind::Var;
+    case OpId::std:
+      return ReduceKind::Std;
+    case OpId::amax:
+      return ReduceKind::Amax;
+    case OpId::amin:
+      return ReduceKind::Amin;
+    case OpId::argmax:
+      return ReduceKind::Argmax;
+    case OpId::argmin:
+      return ReduceKind::Argmin;
+    default:
+      throw_error<RuntimeError>("[", op_name(op), "] is not a reduction");
   }
-  return {kernels::reduce(kind, x, dims, attrs.keepdim, attrs.flag)};
+}
+
+}  // namespace
+
+IntList check_reduce(OpId op, const Shape& x, DType t, const IntList& dims, const char* what) {
+  const char* name = op_name(op);
+  const ReduceKind kind = reduce_kind(op);
+  IntList out = reduce_dims(name, dims, static_cast<int64_t>(x.size()));
+  if (kind == ReduceKind::Mean || kind == ReduceKind::Var || kind == ReduceKind::Std)
+    check_floating(name, x, t, what);
+  const bool arg = kind == ReduceKind::Argmax || kind == ReduceKind::Argmin;
+  if (arg && t == DType::Bool)  // as torch ("argmax_cpu" not implemented for 'Bool')
+    throw_bool_not_implemented(name, {x}, "; max or min with a dim gives the indices");
+  if (arg || kind == ReduceKind::Amax || kind == ReduceKind::Amin)
+    for (int64_t d : out)
+      if (x[d] == 0)
+        throw_error<ValueError>("[", name, "] cannot reduce over dim ", d, " of size 0 (input ",
+                                what, " ", x, ")");
+  return out;
+}
+
+namespace {
+
+std::vector<Tensor> run_reduce(OpId op, std::span<const Tensor> in, const OpAttrs& attrs) {
+  const Tensor& x = single(op_name(op), in);
+  const IntList dims = check_reduce(op, x.shape(), x.dtype(), attrs.dims, "shape");
+  return {kernels::reduce(reduce_kind(op), x, dims, attrs.keepdim, attrs.flag)};
 }
 
 std::vector<Tensor> run_softmax(const char* op, std::span<const Tensor> in, const OpAttrs& attrs,
                                 bool log) {
   const Tensor& x = single(op, in);
-  if (!is_floating(x.dtype()))
-    throw_error<TypeError>("[", op, "] input of shape ", shape_str(x.shape()), " and dtype ",
-                           dtype_name(x.dtype()), " needs a floating dtype");
+  check_floating(op, x.shape(), x.dtype(), "shape");
   int64_t dim = normalize_dim(op, attrs.dim, std::max<int64_t>(x.dim(), 1));
   if (x.dim() == 0) return {kernels::softmax(x.reshape({1}), 0, log).reshape({})};
   return {kernels::softmax(x, dim, log)};
@@ -74,18 +99,18 @@ std::vector<Tensor> run_softmax(const char* op, std::span<const Tensor> in, cons
 
 }  // namespace
 
-#define TD_REDUCE(name, kind)                                                         \
+#define TD_REDUCE(name)                                                               \
   std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs& attrs) { \
-    return run_reduce(#name, ReduceKind::kind, in, attrs);                            \
+    return run_reduce(OpId::name, in, attrs);                                         \
   }
-TD_REDUCE(sum, Sum)
-TD_REDUCE(mean, Mean)
-TD_REDUCE(var, Var)
-TD_REDUCE(std, Std)
-TD_REDUCE(amax, Amax)
-TD_REDUCE(amin, Amin)
-TD_REDUCE(argmax, Argmax)
-TD_REDUCE(argmin, Argmin)
+TD_REDUCE(sum)
+TD_REDUCE(mean)
+TD_REDUCE(var)
+TD_REDUCE(std)
+TD_REDUCE(amax)
+TD_REDUCE(amin)
+TD_REDUCE(argmax)
+TD_REDUCE(argmin)
 #undef TD_REDUCE
 
 std::vector<Tensor> softmax_impl(std::span<const Tensor> in, const OpAttrs& attrs) {

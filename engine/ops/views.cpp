@@ -54,10 +54,7 @@ Tensor copy_contiguous(const Tensor& x) {
 Tensor view_as(const Tensor& x, const Shape& requested, const char* op, bool allow_copy) {
   Shape s = infer_size(op, requested, x.numel());
   if (auto st = view_strides(x.shape(), x.strides(), s)) return make_view(x, s, *st, x.offset());
-  if (!allow_copy)
-    throw_error<RuntimeError>("[view] shape ", requested,
-                              " is not compatible with the strides of a tensor of shape ",
-                              x.shape(), " and strides ", x.strides(), "; use reshape instead");
+  if (!allow_copy) impl::throw_view_strides(requested, x.shape(), x.strides(), "shape");
   Tensor c = copy_contiguous(x);
   return make_view(c, s, contiguous_strides(s), 0);
 }
@@ -137,32 +134,41 @@ std::vector<Tensor> squeeze_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return {make_view(x, s, st, x.offset())};
 }
 
-std::vector<Tensor> expand_impl(std::span<const Tensor> in, const OpAttrs& a) {
-  const Tensor& x = in[0];
-  const Shape& req = a.sizes;
-  int64_t n = static_cast<int64_t>(req.size()), lead = n - x.dim();
+void throw_view_strides(const Shape& req, const Shape& x, const Strides& st, const char* kind) {
+  throw_error<RuntimeError>("[view] shape ", req, " is not compatible with the strides of a tensor",
+                            " of ", kind, " ", x, " and strides ", st, "; use reshape instead");
+}
+
+Shape expand_shape(const Shape& x, const Shape& req, const char* kind) {
+  const int64_t n = static_cast<int64_t>(req.size()), lead = n - static_cast<int64_t>(x.size());
   if (lead < 0)
-    throw_error<ValueError>("[expand] cannot expand a tensor of shape ", x.shape(), " to ", req,
+    throw_error<ValueError>("[expand] cannot expand a tensor of ", kind, " ", x, " to ", req,
                             " (fewer dims)");
   Shape s(n);
-  Strides st(n);
   for (int64_t i = 0; i < n; ++i) {
     if (i < lead) {
       if (req[i] < 0)
         throw_error<ValueError>("[expand] -1 is not allowed for a new leading dim in ", req);
       s[i] = req[i];
-      st[i] = 0;
       continue;
     }
-    int64_t have = x.shape()[i - lead];
-    int64_t want = req[i] == -1 ? have : req[i];
+    const int64_t have = x[i - lead], want = req[i] == -1 ? have : req[i];
     if (want < 0) throw_error<ValueError>("[expand] negative size in ", req);
     if (have != want && have != 1)
-      throw_error<ValueError>("[expand] cannot expand a tensor of shape ", x.shape(), " to ",
-                              req, " (dim ", i, ": ", have, " vs ", want, ")");
+      throw_error<ValueError>("[expand] cannot expand a tensor of ", kind, " ", x, " to ", req,
+                              " (dim ", i, ": ", have, " vs ", want, ")");
     s[i] = want;
-    st[i] = have == want ? x.strides()[i - lead] : 0;
   }
+  return s;
+}
+
+std::vector<Tensor> expand_impl(std::span<const Tensor> in, const OpAttrs& a) {
+  const Tensor& x = in[0];
+  const Shape s = expand_shape(x.shape(), a.sizes, "shape");
+  const int64_t n = static_cast<int64_t>(s.size()), lead = n - x.dim();
+  Strides st(n);  // new leading dims and grown ones read one element again and again
+  for (int64_t i = lead; i < n; ++i)
+    st[i] = s[i] == x.shape()[i - lead] ? x.strides()[i - lead] : 0;
   return {make_view(x, s, st, x.offset())};
 }
 

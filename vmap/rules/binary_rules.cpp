@@ -14,7 +14,16 @@ std::vector<Batched> broadcast_rule(const RuleContext& ctx, std::span<const Batc
   for (const auto& b : in) rank = std::max(rank, logical_rank(b));
   std::vector<Tensor> args;
   for (const auto& b : in) args.push_back(b.bdim ? front_and_pad(b, rank) : b.value);
-  return one(call_op(ctx.op, args, attrs)[0], 0);
+  try {
+    return one(call_op(ctx.op, args, attrs)[0], 0);
+  } catch (const ValueError&) {
+    // the stacked shapes broadcast exactly when the per-set ones do: name those (where folds
+    // its three as its unbatched call does); any other ValueError stands
+    Shape s = per_set_shape(in[0]);
+    for (size_t i = 1; i < in.size(); ++i)
+      s = broadcast_shapes(op_name(ctx.op), s, per_set_shape(in[i]), "per-set shapes");
+    throw;
+  }
 }
 
 }  // namespace

@@ -41,7 +41,7 @@ std::vector<Batched> split_rule(const RuleContext& ctx, std::span<const Batched>
                                 const OpAttrs& attrs) {
   Tensor x = move_bdim_to_front(in[0]);
   OpAttrs a = attrs;
-  a.dim = normalize_dim("split", attrs.dim, logical_rank(in[0])) + 1;
+  a.dim = impl::check_split(per_set_shape(in[0]), attrs.dim, attrs.sizes, "per-set shape") + 1;
   std::vector<Batched> out;
   for (auto& t : call_op(ctx.op, {&x, 1}, a)) out.push_back({t, 0});
   return out;

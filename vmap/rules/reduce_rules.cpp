@@ -13,9 +13,10 @@ std::vector<Batched> reduce_rule(const RuleContext& ctx, std::span<const Batched
   Tensor x = move_bdim_to_front(in[0]);
   int64_t rank = logical_rank(in[0]);
   OpAttrs a = attrs;
+  // the stacked call would name the stacked shape and the shifted dims
+  impl::check_reduce(ctx.op, per_set_shape(in[0]), x.dtype(), attrs.dims, "per-set shape");
   bool arg = ctx.op == OpId::argmax || ctx.op == OpId::argmin;
   if (rank == 0) {
-    impl::reduce_dims(name, attrs.dims, 0);
     a.dims = {1};
     a.keepdim = false;
     Tensor u = x.unsqueeze(1);
@@ -48,6 +49,7 @@ std::vector<Batched> softmax_rule(const RuleContext& ctx, std::span<const Batche
                                   const OpAttrs& attrs) {
   Tensor x = move_bdim_to_front(in[0]);
   int64_t rank = logical_rank(in[0]);
+  impl::check_floating(op_name(ctx.op), per_set_shape(in[0]), x.dtype(), "per-set shape");
   OpAttrs a = attrs;
   a.dim = wrap_dim(op_name(ctx.op), attrs.dim, rank) + 1;
   if (rank == 0) {

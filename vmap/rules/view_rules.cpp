@@ -14,28 +14,26 @@ Shape with_batch(int64_t b, const Shape& s) {
 // view/reshape: B*, shape -> B shape ; expand: B*, shape -> B shape (per-set dims padded first)
 std::vector<Batched> shape_rule(const RuleContext& ctx, std::span<const Batched> in,
                                 const OpAttrs& attrs) {
+  // sizes are resolved (a -1) and refused against the per-set shape, as a call per set (B == 0
+  // too); expand pads the per-set dims so that new leading ones go after the batch dim
   Tensor x = move_bdim_to_front(in[0]);
+  const Shape per_set = per_set_shape(in[0]);
   OpAttrs a = attrs;
-  int64_t bsz = x.size(0);
+  Shape sizes;
   if (ctx.op == OpId::expand) {
-    int64_t r = logical_rank(in[0]);
-    if (static_cast<int64_t>(attrs.sizes.size()) < r)
-      throw_error<ValueError>("[expand] cannot expand a tensor of per-set shape ",
-                              shape_str(per_set_shape(in[0])), " to ", shape_str(attrs.sizes),
-                              " (fewer dims)");
-    // padding gives the new leading dims a size 1 that a -1 would keep: refuse it as a call
-    // per set does
-    for (int64_t i = 0; i + r < static_cast<int64_t>(attrs.sizes.size()); ++i)
-      if (attrs.sizes[i] < 0)
-        throw_error<ValueError>("[expand] -1 is not allowed for a new leading dim in ",
-                                shape_str(attrs.sizes));
-    x = pad_to_logical_rank(x, true, static_cast<int64_t>(attrs.sizes.size()));
+    sizes = impl::expand_shape(per_set, attrs.sizes, "per-set shape");
+    x = pad_to_logical_rank(x, true, static_cast<int64_t>(sizes.size()));
+  } else {
+    sizes = infer_size(op_name(ctx.op), attrs.sizes, shape_numel(per_set));
   }
-  // a -1 is resolved, and a bad size refused, against the per-set shape (B == 0 too)
-  a.sizes = with_batch(bsz, ctx.op == OpId::expand ? attrs.sizes
-                                                   : infer_size(op_name(ctx.op), attrs.sizes,
-                                                                shape_numel(per_set_shape(in[0]))));
-  return one(call_op(ctx.op, {&x, 1}, a)[0], 0);
+  a.sizes = with_batch(x.size(0), sizes);
+  try {
+    return one(call_op(ctx.op, {&x, 1}, a)[0], 0);
+  } catch (const RuntimeError&) {  // view's stride error would name the stacked layout
+    if (ctx.op != OpId::view) throw;
+    impl::throw_view_strides(attrs.sizes, per_set,
+                             Strides(x.strides().begin() + 1, x.strides().end()), "per-set shape");
+  }
 }
 
 // permute: B*, dims -> B*, (0, dims + 1)

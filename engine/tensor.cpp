@@ -33,6 +33,38 @@ int64_t storage_extent(const Shape& shape, const Strides& strides) {
 
 Tensor Tensor::from_storage(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
                             Strides strides, int64_t offset) {
+  if (!storage) throw_error<ValueError>("[from_storage] the storage is null");
+  if (shape.size() != strides.size())
+    throw_error<ValueError>("[from_storage] shape ", shape, " and strides ", strides,
+                            " have different lengths");
+  check_sizes("from_storage", shape);
+  // the lowest and highest element offsets, with overflow checked: all must be in the storage
+  const auto item = static_cast<int64_t>(dtype_size(dtype));
+  int64_t lo = offset, hi = offset;
+  bool overflow = false;
+  if (shape_numel(shape) > 0)
+    for (size_t d = 0; d < shape.size(); ++d) {
+      int64_t reach = 0;  // from the first element of dim d to its last
+      if (__builtin_mul_overflow(shape[d] - 1, strides[d], &reach))
+        overflow = true;
+      else if (reach < 0)
+        overflow |= __builtin_add_overflow(lo, reach, &lo);
+      else
+        overflow |= __builtin_add_overflow(hi, reach, &hi);
+    }
+  int64_t end = 0;
+  overflow |= __builtin_add_overflow(hi, 1, &end) || __builtin_mul_overflow(end, item, &end);
+  if (shape_numel(shape) > 0 &&
+      (overflow || lo < 0 || static_cast<uint64_t>(end) > storage->nbytes()))
+    throw_error<ValueError>("[from_storage] shape ", shape, ", strides ", strides, " and offset ",
+                            offset, " of ", dtype_name(dtype), " reach outside a storage of ",
+                            storage->nbytes(), " bytes");
+  return from_storage_unchecked(std::move(storage), dtype, std::move(shape), std::move(strides),
+                                offset);
+}
+
+Tensor Tensor::from_storage_unchecked(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
+                                      Strides strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = std::move(storage);
   impl->dtype = dtype;
@@ -56,7 +88,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
     throw_error<RuntimeError>("[alloc] cannot allocate ", n * item, " bytes for shape ", shape,
                               " of ", dtype_name(dtype), " (out of memory)");
   }
-  return from_storage(std::move(storage), dtype, shape, contiguous_strides(shape));
+  return from_storage_unchecked(std::move(storage), dtype, shape, contiguous_strides(shape));
 }
 
 void Tensor::throw_undefined() { throw_error<RuntimeError>("[tensor] use of an undefined tensor"); }
@@ -136,19 +168,21 @@ T Tensor::item() const {
 template <class T>
 std::vector<T> Tensor::to_vector() const {
   check_readable(*this, "to_vector");
-  if constexpr (std::is_same_v<T, bool> || std::is_same_v<T, int64_t> || std::is_same_v<T, float> ||
-                std::is_same_v<T, double>) {
-    Tensor c = to(dtype_of<T>()).contiguous();
-    const T* p = c.data<T>();
-    return std::vector<T>(p, p + c.numel());
-  } else {
-    // Other types convert from the widest dtype of their kind.
-    using W = std::conditional_t<std::is_floating_point_v<T>, double, int64_t>;
-    std::vector<T> out;
-    out.reserve(static_cast<size_t>(numel()));
-    for (W v : to_vector<W>()) out.push_back(checked_convert<T>(v, "to_vector"));
-    return out;
-  }
+  // element by element from the stored dtype, checked as item<T>() checks its one element
+  return visit_dtype(dtype(), [&](auto v) {
+    using S = decltype(v);
+    const Tensor c = contiguous();
+    const S* p = static_cast<const S*>(c.raw_data());
+    const auto n = static_cast<size_t>(c.numel());
+    if constexpr (std::is_same_v<S, T>) {
+      return std::vector<T>(p, p + n);
+    } else {
+      std::vector<T> out;
+      out.reserve(n);
+      for (size_t i = 0; i < n; ++i) out.push_back(checked_convert<T>(p[i], "to_vector"));
+      return out;
+    }
+  });
 }
 
 #define TD_INSTANTIATE(T)                         \

@@ -47,9 +47,14 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: stands for an absent optional tensor
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
-  // A tensor over storage with the given physical layout and no tags.
+  // A tensor over storage with the given physical layout and no tags: a ValueError unless the
+  // storage exists, shape and strides have one entry per dim, sizes are not negative and every
+  // element lies in the storage.
   static Tensor from_storage(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
                              Strides strides, int64_t offset = 0);
+  // from_storage without the checks, for the engine's own views of its tensors.
+  static Tensor from_storage_unchecked(std::shared_ptr<Storage> storage, DType dtype, Shape shape,
+                                       Strides strides, int64_t offset = 0);
   // A fresh contiguous, uninitialised tensor.
   static Tensor empty(const Shape& shape, DType dtype = DType::Float32);
 
@@ -212,8 +217,9 @@ class Tensor {
   Tensor& operator*=(Scalar o) { return mul_(o); }
   Tensor& operator/=(Scalar o) { return div_(o); }
 
-  // data out, converted to any arithmetic T; RuntimeError on a batched tensor (inside vmap the
-  // value differs per set)
+  // data out, converted to any arithmetic T; RuntimeError for a value T cannot hold (NaN or out
+  // of range, as libtorch's item<T>), and on a batched tensor (inside vmap the value differs
+  // per set)
   template <class T>
   T item() const;
   template <class T>

@@ -390,6 +390,46 @@ TEST_CASE("item and to_vector convert to any arithmetic type") {
   CHECK(std::isnan(scalar_tensor(std::nan(""), kFloat64).item<float>()));
   check_throws_mentioning<RuntimeError>([] { (void)arange(254, 257).to_vector<uint8_t>(); },
                                         "[to_vector] value 256");
+  // to_vector checks every element as item() checks its one: from a float tensor to int64 or
+  // float too (it went through to(dtype), which wraps), naming the stored value
+  check_throws_mentioning<RuntimeError>([] { (void)full({2}, 1e20).to_vector<int64_t>(); },
+                                        "[to_vector] value 1e+20 cannot be converted to int64");
+  CHECK_THROWS_AS((void)full({2}, std::nan("")).to_vector<int64_t>(), RuntimeError);
+  CHECK_THROWS_AS((void)full({2}, 1e300, kFloat64).to_vector<float>(), RuntimeError);
+  check_throws_mentioning<RuntimeError>([] { (void)full({2}, 1e20).to_vector<int8_t>(); },
+                                        "value 1e+20");
+  CHECK(full({2}, 1e19).to_vector<uint64_t>()[1] == full({}, 1e19).item<uint64_t>());
+  CHECK(full({2}, 2.75).to_vector<int64_t>() == std::vector<int64_t>{2, 2});  // truncates
+  CHECK(std::isnan(full({1}, std::nan(""), kFloat64).to_vector<float>()[0]));
+  CHECK(tensor({0.f, 2.f}).to_vector<bool>() == std::vector<bool>{false, true});
+}
+
+TEST_CASE("from_storage refuses a layout outside its storage") {
+  auto st = make_storage(16);  // room for 4 floats
+  const Tensor ok = Tensor::from_storage(st, kFloat32, {2, 2}, {1, 2});
+  CHECK(ok.shape() == Shape{2, 2});
+  CHECK(Tensor::from_storage(st, kFloat32, {2}, {-1}, 1).numel() == 2);  // elements 1 and 0
+  CHECK(Tensor::from_storage(st, kFloat32, {0, 7}, {100, 1}, 0).numel() == 0);
+  CHECK(Tensor::from_storage(st, kFloat32, {4}, {0}, 3).numel() == 4);  // one element, repeated
+  check_throws_mentioning<ValueError>(
+      [&] { Tensor::from_storage(st, kFloat32, {2}, {-1}, 0); },
+      "[from_storage] shape [2], strides [-1] and offset 0 of float32 reach outside a storage "
+      "of 16 bytes");
+  CHECK_THROWS_AS(Tensor::from_storage(st, kFloat32, {10}, {1}), ValueError);
+  CHECK_THROWS_AS(Tensor::from_storage(st, kFloat64, {3}, {1}), ValueError);  // 24 bytes
+  CHECK_THROWS_AS(Tensor::from_storage(st, kFloat32, {1}, {1}, 4), ValueError);
+  CHECK_THROWS_AS(Tensor::from_storage(st, kFloat32, {1}, {1}, -1), ValueError);
+  CHECK_THROWS_AS(Tensor::from_storage(st, kFloat32, {2, int64_t{1} << 62}, {int64_t{1} << 62, 1}),
+                  ValueError);
+  check_throws_mentioning<ValueError>(
+      [&] {
+        Tensor::from_storage(st, kFloat32, {2, 2}, {1});
+      },
+      "have different lengths");
+  check_throws_mentioning<ValueError>([&] { Tensor::from_storage(st, kFloat32, {-2}, {1}); },
+                                      "negative size");
+  check_throws_mentioning<ValueError>([] { Tensor::from_storage(nullptr, kFloat32, {2}, {1}); },
+                                      "the storage is null");
 }
 
 TEST_CASE("shapes whose element count overflows, or too large to allocate, raise") {

@@ -1106,8 +1106,8 @@ Tensor reduce(ReduceKind kind, const Tensor& x, const IntList& dims, bool keepdi
     });
   }
   if (keepdim)
-    return Tensor::from_storage(out.storage(), out_dtype, keep_shape,
-                                contiguous_strides(keep_shape));
+    return Tensor::from_storage_unchecked(out.storage(), out_dtype, keep_shape,
+                                          contiguous_strides(keep_shape));
   return out;
 }
 

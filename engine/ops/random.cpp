@@ -87,10 +87,10 @@ std::vector<Tensor> bernoulli_impl(std::span<const Tensor> in, const OpAttrs&) {
                            " needs a floating dtype, got ", dtype_name(p.dtype()));
   // Probabilities outside [0, 1] (or NaN) raise, as in PyTorch. Inside vmap's decomposition p
   // may carry tags: its physical array holds every set's values, all checked at once.
-  const Tensor all = p.is_batched()
-                         ? Tensor::from_storage(p.storage(), p.dtype(), p.physical_shape(),
-                                                p.physical_strides(), p.offset())
-                         : p;
+  const Tensor all =
+      p.is_batched() ? Tensor::from_storage_unchecked(p.storage(), p.dtype(), p.physical_shape(),
+                                                      p.physical_strides(), p.offset())
+                     : p;
   for (double v : all.to_vector<double>())
     if (!(v >= 0 && v <= 1))
       throw_error<ValueError>("[bernoulli] probabilities must be in [0, 1], got ", v,

@@ -10,8 +10,8 @@ namespace td {
 namespace {
 
 Tensor make_view(const Tensor& x, Shape shape, Strides strides, int64_t offset) {
-  return Tensor::from_storage(x.storage(), x.dtype(), std::move(shape), std::move(strides),
-                              offset);
+  return Tensor::from_storage_unchecked(x.storage(), x.dtype(), std::move(shape),
+                                        std::move(strides), offset);
 }
 
 // Strides that view `old` (shape, strides) as `shape` without copying, if any (PyTorch's rule:

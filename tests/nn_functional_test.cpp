@@ -489,7 +489,7 @@ TEST_CASE("conv and pool size parameters accept one integer for both dims") {
   check_throws_naming_op<ValueError>([&] { max_pool2d(x, 0); }, "max_pool2d");
 }
 
-TEST_CASE("max_pool2d ceil_mode: values from PyTorch") {
+TEST_CASE("max_pool2d and avg_pool2d ceil_mode: values from PyTorch") {
   const auto a = [](int64_t h, int64_t w) {
     return arange(h * w).to(kFloat32).reshape({1, 1, h, w});
   };
@@ -517,25 +517,47 @@ TEST_CASE("max_pool2d ceil_mode: values from PyTorch") {
   CHECK(y.shape() == Shape{1, 1, 3, 3});
   CHECK(y.to_vector<float>() == std::vector<float>{2, 4, 5, 14, 16, 17, 26, 28, 29});
   CHECK(max_pool2d(a(5, 6), {2, 3}, 2, {1, 0}).shape() == Shape{1, 1, 3, 2});
-  // output lengths against the formula (checked against PyTorch for L < 12, k, s < 5, p <= k/2,
-  // d < 3): ceil((L + 2p - d(k-1) - 1) / s) + 1, less one if the last window starts at >= L + p
+  // output lengths against the formula (checked against PyTorch 1.13 for L < 12, k, s < 5,
+  // p <= k/2, d < 3, all 704 cases): floor((L + 2p - d(k-1) - 1 + s - 1) / s) + 1, less one if
+  // the last window starts at >= L + p; fewer than 1 is an error. A window longer than the
+  // padded input (a negative room) still gives one output when it is short by less than s.
+  const auto floor_div = [](int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); };
   for (int64_t L = 1; L < 12; ++L)
     for (int64_t k = 1; k < 5; ++k)
       for (int64_t s = 1; s < 5; ++s)
         for (int64_t p = 0; p <= k / 2; ++p)
           for (int64_t d = 1; d < 3; ++d) {
             const int64_t room = L + 2 * p - d * (k - 1) - 1;
-            if (room < 0) continue;
-            int64_t out = (room + s - 1) / s + 1;
+            int64_t out = floor_div(room + s - 1, s) + 1;
             if ((out - 1) * s >= L + p) --out;
             CAPTURE(L);
             CAPTURE(k);
             CAPTURE(s);
             CAPTURE(p);
             CAPTURE(d);
-            CHECK(max_pool2d(ones({1, L, 1}), {k, 1}, {s, 1}, {p, 0}, {d, 1}, true).shape() ==
-                  Shape{1, out, 1});
+            auto pool = [&] {
+              return max_pool2d(ones({1, L, 1}), {k, 1}, {s, 1}, {p, 0}, {d, 1}, true);
+            };
+            if (out < 1)
+              CHECK_THROWS_AS(pool(), ValueError);
+            else
+              CHECK(pool().shape() == Shape{1, out, 1});
           }
+  // F.max_pool2d / F.avg_pool2d with ceil_mode on inputs smaller than the kernel (torch 1.13):
+  const Tensor x = a(2, 2);
+  CHECK(max_pool2d(x, 3, 2, 0, 1, true).to_vector<float>() == std::vector<float>{3});
+  CHECK(avg_pool2d(x, 3, 2, 0, true, false).to_vector<float>() == std::vector<float>{1.5f});
+  CHECK(max_pool2d(x, 3, 2, 1, 1, true).to_vector<float>() == std::vector<float>{3, 3, 3, 3});
+  CHECK(allclose(avg_pool2d(x, 3, 2, 1, true, true),
+                 tensor({6 / 9.f, 4 / 6.f, 5 / 6.f, 3 / 4.f}, {1, 1, 2, 2})));
+  CHECK(max_pool2d(a(3, 3), 2, 3, 0, 3, true).to_vector<float>() == std::vector<float>{0});
+  // without ceil_mode, or short by s or more, it is too small, naming the dilation too
+  check_throws_mentioning<ValueError>(
+      [&] { max_pool2d(x, 3, 2, 0, 1, false); },
+      "is too small for kernel [3] with padding 0x0 and dilation 1x1");
+  check_throws_mentioning<ValueError>([&] { max_pool2d(x, 4, 1, 0, 1, true); }, "(ceil_mode)");
+  check_throws_mentioning<ValueError>([&] { max_pool2d(a(4, 4), 2, 1, 0, 5, false); },
+                                      "and dilation 5x5");
   // the existing checks still hold: padding at most half the kernel
   check_throws_naming_op<ValueError>([&] { max_pool2d(a(5, 5), 2, 2, 2, 1, true); }, "max_pool2d");
 }

@@ -204,8 +204,10 @@ void scatter_conv(const T* res, T* out, const ConvGeom& g, int64_t cout, int64_t
 // Output length of a pool over n (input length L, padding p), room = L + 2p - d(k-1) - 1 >= 0.
 // ceil_mode (torch's rule): ceil(room / s) + 1, less one if the last window would start at or past
 // L + p, that is in the right padding only. Windows past the end take the elements that exist.
+// room < 0 (a window longer than the padded input) leaves ceil_mode one window when room > -s.
 int64_t pool_out(int64_t room, int64_t s, int64_t n, int64_t p, bool ceil_mode) {
-  int64_t steps = room / s;
+  int64_t steps = room / s;  // rounded to zero: floor for room >= 0
+  if (room % s != 0 && room < 0) --steps;
   if (ceil_mode && room % s != 0) {
     ++steps;
     int64_t last_start;  // steps * s; on overflow it is certainly past n + p (<= INT64_MAX)
@@ -241,11 +243,12 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
   g.w = x[r - 1];
   const int64_t ny = window_room(op, x, g.h, g.pad[0], g.k[0], g.dil[0]);
   const int64_t nx = window_room(op, x, g.w, g.pad[1], g.k[1], g.dil[1]);
-  if (ny < 0 || nx < 0)
-    throw_error<ValueError>("[", op, "] input of ", kind, " ", x, " is too small for kernel ",
-                            a.sizes, " with padding ", g.pad[0], "x", g.pad[1]);
   g.oh = pool_out(ny, g.stride[0], g.h, g.pad[0], a.flag);  // flag: ceil_mode
   g.ow = pool_out(nx, g.stride[1], g.w, g.pad[1], a.flag);
+  if (g.oh < 1 || g.ow < 1)
+    throw_error<ValueError>("[", op, "] input of ", kind, " ", x, " is too small for kernel ",
+                            a.sizes, " with padding ", g.pad[0], "x", g.pad[1], " and dilation ",
+                            g.dil[0], "x", g.dil[1], (a.flag ? " (ceil_mode)" : ""));
   return g;
 }
 

@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "engine/dtype.h"
+#include "engine/errors.h"
 
 namespace td {
 
@@ -24,6 +25,11 @@ class Scalar {
       i_ = v ? 1 : 0;
       d_ = static_cast<double>(i_);
     } else if constexpr (std::is_integral_v<T>) {
+      // td's integers are int64: a larger unsigned value would wrap (torch: "Overflow when
+      // unpacking long")
+      if constexpr (std::is_unsigned_v<T> && sizeof(T) >= sizeof(int64_t))
+        if (v > static_cast<T>(INT64_MAX))
+          throw_error<RuntimeError>("[Scalar] ", v, " does not fit int64, td's integer scalars");
       kind_ = Kind::Integral;
       i_ = static_cast<int64_t>(v);
       d_ = static_cast<double>(v);

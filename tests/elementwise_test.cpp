@@ -126,6 +126,24 @@ TEST_CASE("clamp") {
         std::vector<int64_t>{odd, 1});
   CHECK_THROWS_AS(clamp(x, std::nullopt, std::nullopt), ValueError);
   check_throws_naming_op<ValueError>([&] { clamp(x, std::nullopt, std::nullopt); }, "clamp");
+  // a bool input with bool bounds stays bool, which torch cannot clamp ("clamp_scalar_cpu" not
+  // implemented for 'Bool'); an int or float bound promotes it as torch does
+  const Tensor b = tensor<bool>({true, false});
+  check_throws_mentioning<TypeError>([&] { clamp(b, false, true); },
+                                     "[clamp] is not implemented for bool tensors (shape [2])");
+  CHECK_THROWS_AS(clamp(b, true, std::nullopt), TypeError);
+  CHECK(clamp(b, 0, 1).to_vector<int64_t>() == std::vector<int64_t>{1, 0});
+  CHECK(clamp(b, 0, 1).dtype() == kInt64);
+  CHECK(fv(clamp(b, 0.5, std::nullopt)) == std::vector<float>{1.f, 0.5f});
+}
+
+TEST_CASE("a uint64 scalar beyond int64 is refused, not wrapped") {
+  check_throws_mentioning<RuntimeError>([] { (void)(arange(3) + uint64_t{UINT64_MAX}); },
+                                        "[Scalar] 18446744073709551615 does not fit int64");
+  CHECK_THROWS_AS(full({2}, uint64_t{1} << 63), RuntimeError);
+  CHECK(full({1}, uint64_t{INT64_MAX}).item<int64_t>() == INT64_MAX);  // the edge fits
+  CHECK((arange(2) + uint32_t{4000000000u}).to_vector<int64_t>() ==
+        std::vector<int64_t>{4000000000, 4000000001});
 }
 
 TEST_CASE("clamp with a NaN bound gives NaN everywhere, as torch") {

@@ -275,6 +275,11 @@ TEST_CASE("in-place ops into an empty expanded view are no-ops, as torch") {
 
 TEST_CASE("allclose and equal") {
   Tensor a = tensor({1.f, 2.f, 100.f});
+  // torch: "rtol must be greater than or equal to zero, but got -1"
+  check_throws_mentioning<ValueError>([&] { allclose(a, a, -1.0); },
+                                      "[allclose] rtol must be greater than or equal to zero");
+  check_throws_mentioning<ValueError>([&] { allclose(a, a, 1e-5, -1.0); }, "[allclose] atol");
+  CHECK_THROWS_AS(allclose(a, a, std::nan("")), ValueError);
   CHECK(allclose(a, a));
   CHECK(allclose(a, tensor({1.f, 2.f, 100.0009f})));  // within rtol 1e-5 * 100
   CHECK(!allclose(a, tensor({1.f, 2.f, 100.01f})));

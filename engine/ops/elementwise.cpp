@@ -242,6 +242,10 @@ Tensor gelu(const Tensor& x, bool tanh_approximation) {
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
+  // bool bounds keep a bool input bool, which torch has no clamp for (an int bound promotes it)
+  const bool bool_bounds = (min || max) && (!min || min->is_bool()) && (!max || max->is_bool());
+  if (x.defined() && x.dtype() == DType::Bool && bool_bounds)
+    throw_bool_not_implemented("clamp", {x.shape()});
   OpAttrs a;
   a.has_min = min.has_value();
   a.has_max = max.has_value();

@@ -198,6 +198,10 @@ const Tensor& fill_(const Tensor& self, Scalar value) {
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (!(rtol >= 0) || !(atol >= 0))
+    throw_error<ValueError>("[allclose] ", !(rtol >= 0) ? "rtol" : "atol",
+                            " must be greater than or equal to zero, but got ",
+                            !(rtol >= 0) ? rtol : atol);
   (void)a.raw_data();  // RuntimeError on a batched tensor: the answer would differ per set
   (void)b.raw_data();
   if (a.dtype() != b.dtype())

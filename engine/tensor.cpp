@@ -268,6 +268,8 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   return call_op1(OpId::slice, {*this}, a);
 }
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  if (dim() == 0) throw_error<IndexError>("[narrow] cannot be applied to a 0-dim tensor");
+  d = normalize_dim("narrow", d, dim());
   int64_t n = size(d);
   if (start < 0) start += n;
   if (start < 0 || length < 0 || length > n - start)  // not start + length: it may overflow

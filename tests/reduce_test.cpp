@@ -567,6 +567,20 @@ TEST_CASE("all, any, max and min as torch's, and the reductions as methods") {
   CHECK(zeros({0}).all().item<bool>());          // of nothing: true, as torch
   CHECK_FALSE(zeros({0}).any().item<bool>());
   CHECK(all(arange(3) + 1).item<bool>());
+  // a bad dim is reported as all's, any's, max's or min's own (they are built on sum and amax)
+  check_throws_mentioning<IndexError>([&] { all(x, IntList{3}); }, "[all] dim 3 out of range");
+  check_throws_mentioning<IndexError>([&] { any(x, IntList{-5}); }, "[any]");
+  check_throws_mentioning<ValueError>([&] { all(x, IntList{0, -2}); }, "[all] dim appears");
+  check_throws_mentioning<IndexError>([&] { max(x, 3); }, "[max] dim 3 out of range");
+  check_throws_mentioning<IndexError>([&] { min(x, -3); }, "[min]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        max(zeros({2, 0}), 1);
+      },
+      "[max] cannot reduce over dim 1 of size 0");
+  auto [sv, si] = max(scalar_tensor(4.0), 0);  // a 0-d input takes dim 0, as torch
+  CHECK(sv.item<float>() == 4.f);
+  CHECK(si.item<int64_t>() == 0);
 
   // [[1, 5], [7, 2]]: max over dim 0 is values [7, 5] at [1, 0]; min over dim 1 [1, 2] at [0, 1]
   Tensor m = tensor(std::vector<int64_t>{1, 5, 7, 2}, {2, 2});

@@ -220,6 +220,9 @@ TEST_CASE("expand select slice narrow") {
   CHECK(x.narrow(0, 1, 2).to_vector<float>() == std::vector<float>{4, 5, 6, 7, 8, 9, 10, 11});
   CHECK(x.narrow(1, -2, 1).to_vector<float>() == std::vector<float>{2, 6, 10});
   CHECK_THROWS_AS(x.narrow(0, 2, 2), IndexError);
+  check_throws_mentioning<IndexError>([&] { x.narrow(2, 0, 1); }, "[narrow] dim 2 out of range");
+  CHECK(x.narrow(-1, 1, 1).to_vector<float>() == std::vector<float>{1, 5, 9});
+  CHECK_THROWS_AS(scalar_tensor(1.0).narrow(0, 0, 1), IndexError);
   CHECK_THROWS_AS(x.narrow(0, 0, -1), IndexError);
 }
 

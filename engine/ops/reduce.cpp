@@ -157,10 +157,13 @@ Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return call_op1(OpId::argmin, {x}, reduce_attrs(dim ? IntList{*dim} : IntList{}, keepdim));
 }
 // Compositions of batched ops, so vmap needs no rules of their own.
+// (their dims are checked first, so that a bad one is reported as theirs, not sum's)
 Tensor all(const Tensor& x, const IntList& dims, bool keepdim) {
+  impl::reduce_dims("all", dims, x.dim());
   return eq(sum(eq(x, 0), dims, keepdim), 0);
 }
 Tensor any(const Tensor& x, const IntList& dims, bool keepdim) {
+  impl::reduce_dims("any", dims, x.dim());
   return gt(sum(ne(x, 0), dims, keepdim), 0);
 }
 Tensor max(const Tensor& x) {
@@ -175,14 +178,25 @@ Tensor min(const Tensor& x) {
                             "): give the dim to reduce");
   return amin(x);
 }
+namespace {
 // torch.max(x, dim) takes bool tensors, whose argmax does not: their indices come from int64.
-std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+// The dim is checked as max's or min's own, not amax's.
+std::tuple<Tensor, Tensor> max_or_min(bool is_max, const Tensor& x, int64_t dim, bool keepdim) {
+  const char* op = is_max ? "max" : "min";
+  const IntList d = impl::reduce_dims(op, {dim}, x.dim());  // none for a 0-d x (dim 0 or -1)
+  if (!d.empty() && x.size(d[0]) == 0)
+    throw_error<ValueError>("[", op, "] cannot reduce over dim ", d[0], " of size 0 (input shape ",
+                            x.shape(), ")");
   const Tensor xi = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
-  return {amax(x, IntList{dim}, keepdim), argmax(xi, dim, keepdim)};
+  if (is_max) return {amax(x, IntList{dim}, keepdim), argmax(xi, dim, keepdim)};
+  return {amin(x, IntList{dim}, keepdim), argmin(xi, dim, keepdim)};
+}
+}  // namespace
+std::tuple<Tensor, Tensor> max(const Tensor& x, int64_t dim, bool keepdim) {
+  return max_or_min(true, x, dim, keepdim);
 }
 std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
-  const Tensor xi = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
-  return {amin(x, IntList{dim}, keepdim), argmin(xi, dim, keepdim)};
+  return max_or_min(false, x, dim, keepdim);
 }
 Tensor max(const Tensor& a, const Tensor& b) { return maximum(a, b); }
 Tensor min(const Tensor& a, const Tensor& b) { return minimum(a, b); }

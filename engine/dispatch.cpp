@@ -4,6 +4,7 @@
 #include <atomic>
 #include <iostream>
 #include <mutex>
+#include <sstream>
 
 #include "engine/batching.h"
 #include "engine/ops.h"
@@ -144,7 +145,15 @@ std::vector<Tensor> call_op(OpId op, std::span<const Tensor> inputs, const OpAtt
   for (const auto& t : inputs) batched |= t.is_batched();
   if (batched || (is_random_op(op) && !active_levels().empty()))
     return dispatch_batched(op, inputs, attrs);
-  return op_info(op).impl(inputs, attrs);
+  try {
+    return op_info(op).impl(inputs, attrs);
+  } catch (const UndefinedTensorError&) {
+    std::ostringstream os;  // which input was absent, among the shapes of the others
+    for (size_t i = 0; i < inputs.size(); ++i)
+      os << (i ? ", " : "") << (inputs[i].defined() ? shape_str(inputs[i].shape()) : "undefined");
+    throw_error<UndefinedTensorError>("[", op_name(op), "] got an undefined tensor where it needs",
+                                      " one (inputs: ", os.str(), ")");
+  }
 }
 
 Tensor call_op1(OpId op, std::initializer_list<Tensor> inputs, const OpAttrs& attrs) {

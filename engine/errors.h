@@ -27,6 +27,11 @@ struct TypeError : std::invalid_argument {
 struct RuntimeError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
+// An undefined tensor (an absent optional) used as a defined one; inside an op, the dispatcher
+// rethrows it naming the op and its inputs.
+struct UndefinedTensorError : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
 
 namespace detail {
 template <class... Args>

@@ -91,7 +91,9 @@ Tensor Tensor::empty(const Shape& shape, DType dtype) {
   return from_storage_unchecked(std::move(storage), dtype, shape, contiguous_strides(shape));
 }
 
-void Tensor::throw_undefined() { throw_error<RuntimeError>("[tensor] use of an undefined tensor"); }
+void Tensor::throw_undefined() {
+  throw_error<UndefinedTensorError>("[tensor] use of an undefined tensor");
+}
 
 bool Tensor::is_contiguous() const {
   const auto& s = shape();
@@ -295,6 +297,7 @@ Tensor Tensor::contiguous() const {
 }
 Tensor Tensor::clone() const { return call_op1(OpId::clone, {*this}, {}); }
 Tensor Tensor::to(DType dtype) const {
+  if (!defined()) throw_error<UndefinedTensorError>("[to] of an undefined tensor");
   if (dtype == this->dtype()) return *this;
   OpAttrs a;
   a.dtype = dtype;

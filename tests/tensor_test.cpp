@@ -534,3 +534,20 @@ TEST_CASE("slice with a huge step and narrow with a huge length do not overflow"
   check_throws_naming_op<IndexError>([&] { arange(5).narrow(0, -2, max); }, "narrow");
   CHECK(arange(5).narrow(0, 2, 3).to_vector<int64_t>() == std::vector<int64_t>{2, 3, 4});
 }
+
+TEST_CASE("an undefined tensor where an op needs one is an error naming the op") {
+  const Tensor u, x = randn({2, 3});
+  // the dispatcher names the op and where the absent input was
+  check_throws_mentioning<UndefinedTensorError>(
+      [&] {
+        cat({x, u});
+      },
+      "[cat] got an undefined tensor where it needs one (inputs: [2, 3], undefined)");
+  check_throws_mentioning<RuntimeError>([&] { matmul(x, u); }, "[matmul] got an undefined");
+  check_throws_mentioning<RuntimeError>([&] { max_pool2d(u, 2); }, "[max_pool2d]");
+  check_throws_mentioning<RuntimeError>([&] { copy_(x, u); }, "[copy_]");
+  check_throws_mentioning<RuntimeError>([&] { u.to(kFloat64); }, "[to] of an undefined tensor");
+  check_throws_mentioning<RuntimeError>([&] { allclose(x, u); }, "[allclose] got an undefined");
+  // an absent optional input is fine
+  CHECK(linear(x, randn({4, 3}), Tensor()).shape() == Shape{2, 4});
+}

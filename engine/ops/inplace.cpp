@@ -198,6 +198,9 @@ const Tensor& fill_(const Tensor& self, Scalar value) {
 }
 
 bool allclose(const Tensor& a, const Tensor& b, double rtol, double atol) {
+  if (!a.defined() || !b.defined())
+    throw_error<UndefinedTensorError>("[allclose] got an undefined tensor (",
+                                      a.defined() ? "other" : "input", ")");
   if (!(rtol >= 0) || !(atol >= 0))
     throw_error<ValueError>("[allclose] ", !(rtol >= 0) ? "rtol" : "atol",
                             " must be greater than or equal to zero, but got ",

@@ -273,6 +273,9 @@ TEST_CASE("golden: conv2d (the function) with padding 'same' or 'valid', under v
       },
       "[conv2d]");
   CHECK_THROWS_AS(conv2d(x1, ones({3, 2, 3, 3}), {}, 1, "same", 0), ValueError);
+  CHECK_THROWS_AS(conv2d(x1, ones({3, 2, 0, 3}), {}, 1, "same"), ValueError);  // empty kernel
+  check_throws_mentioning<RuntimeError>([&] { conv2d(x1, Tensor(), {}, 1, "same"); },
+                                        "[conv2d] got an undefined tensor");
 }
 
 TEST_CASE("golden: MaxPool2d") {

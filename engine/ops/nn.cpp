@@ -652,8 +652,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
   a.dilation = dilation.values;
   a.groups = groups;
   const IntList& d = dilation.values;
-  // what the op would refuse (a weight not 4-D, a dilation not positive) it refuses with shapes
-  if (padding.mode == "same" && weight.dim() == 4 && (d.size() == 1 || d.size() == 2) &&
+  // what the op would refuse (no weight, one not 4-D or with an empty kernel, a dilation not
+  // positive) it refuses with the shapes
+  if (padding.mode == "same" && weight.defined() && weight.dim() == 4 && weight.size(2) > 0 &&
+      weight.size(3) > 0 && (d.size() == 1 || d.size() == 2) &&
       std::all_of(d.begin(), d.end(), [](int64_t v) { return v > 0; })) {
     if (std::any_of(a.stride.begin(), a.stride.end(), [](int64_t s) { return s != 1; }))
       throw_error<ValueError>("[conv2d] padding='same' is not supported for strided convolutions");

@@ -59,13 +59,20 @@ class BlockCache {
     }
     return p;
   }
-  void put(void* p, size_t rounded) {
+  // noexcept: called from ~Storage, also while an exception unwinds. When memory is so short
+  // that the free list cannot grow, the block is freed instead.
+  void put(void* p, size_t rounded) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     if (kSanitizing || cached_ + rounded > kMaxCached) {
       std::free(p);
       return;
     }
-    free_[rounded].push_back(p);
+    try {
+      free_[rounded].push_back(p);
+    } catch (const std::bad_alloc&) {
+      std::free(p);
+      return;
+    }
     cached_ += rounded;
   }
   void release_all() {

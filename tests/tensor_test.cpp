@@ -1,8 +1,12 @@
 // Tensor basics: factories, views (shapes, strides, storage sharing), copies, data access and
 // printing, with their error paths.
 #include <doctest/doctest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <sstream>
 #include <string>
@@ -551,3 +555,33 @@ TEST_CASE("an undefined tensor where an op needs one is an error naming the op")
   // an absent optional input is fine
   CHECK(linear(x, randn({4, 3}), Tensor()).shape() == Shape{2, 4});
 }
+
+#if !defined(__SANITIZE_ADDRESS__)  // ASan's shadow memory needs more address space than this
+TEST_CASE("running out of memory unwinds with an exception, also while tensors are freed") {
+  // In a child process limited to its present address space plus 256 MiB: fill it with small
+  // tensors until an allocation fails, then free them all while the exception unwinds. Freeing
+  // put blocks on a free list whose growth could throw inside ~Storage (std::terminate).
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    long pages = 0;
+    std::ifstream("/proc/self/statm") >> pages;
+    const rlim_t limit = static_cast<rlim_t>(pages) * 4096 + (rlim_t{256} << 20);
+    const rlimit r{limit, limit};
+    if (setrlimit(RLIMIT_AS, &r) != 0) _exit(3);
+    bool caught = false;
+    try {
+      std::vector<Tensor> keep;
+      keep.reserve(1 << 20);
+      for (;;) keep.push_back(zeros({16}));
+    } catch (const std::exception&) {
+      caught = true;
+    }
+    _exit(caught ? 0 : 4);
+  }
+  int status = 0;
+  REQUIRE(waitpid(pid, &status, 0) == pid);
+  CHECK_MESSAGE(WIFEXITED(status), "the child died of signal ", WTERMSIG(status));
+  CHECK(WEXITSTATUS(status) == 0);
+}
+#endif

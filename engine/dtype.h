@@ -39,6 +39,15 @@ constexpr DType dtype_of<float>() { return DType::Float32; }
 template <>
 constexpr DType dtype_of<double>() { return DType::Float64; }
 
+// The arithmetic type T as messages name it: "int32", "uint8", "float", "double".
+template <class T>
+std::string type_label() {
+  if constexpr (std::is_floating_point_v<T>)
+    return sizeof(T) == 4 ? "float" : sizeof(T) == 8 ? "double" : "long double";
+  else
+    return (std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
+}
+
 // Whether v converts to the arithmetic type T without overflow (as c10's checked conversions):
 // an integer T takes (min - 1, max + 1), the conversion truncating toward zero, and no NaN; a
 // floating T any non-finite value or one within its range; bool anything. A long double holds

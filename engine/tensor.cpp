@@ -135,14 +135,6 @@ T* Tensor::data() const {
 
 namespace {
 
-template <class T>
-std::string type_label() {
-  if constexpr (std::is_floating_point_v<T>)
-    return sizeof(T) == 4 ? "float" : sizeof(T) == 8 ? "double" : "long double";
-  else
-    return (std::is_signed_v<T> ? "int" : "uint") + std::to_string(8 * sizeof(T));
-}
-
 // v as T, or a RuntimeError when it does not fit T, as libtorch's item<T> checks. S is a dtype's
 // type, T any arithmetic one.
 template <class T, class S>

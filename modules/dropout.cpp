@@ -16,7 +16,7 @@ Tensor Dropout::forward(const Tensor& input) { return dropout(input, p, is_train
 
 std::string Dropout::extra_repr() const {
   std::ostringstream os;
-  os << "p=" << p;
+  os << "p=" << repr_double(p) << ", inplace=False";  // torch's; td has no in-place dropout
   return os.str();
 }
 

@@ -109,8 +109,17 @@ std::string Module::type_name() const {
   char* d = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
   std::string name = (status == 0 && d) ? d : mangled;
   std::free(d);
-  auto pos = name.rfind("::");
-  return pos == std::string::npos ? name : name.substr(pos + 2);
+  // the class name without its namespaces; template arguments keep theirs (app::Wrap<td::Linear>
+  // is Wrap<td::Linear>), so only a '::' outside <> and () ends the prefix
+  size_t start = 0;
+  int depth = 0;
+  for (size_t i = 0; i + 1 < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<' || c == '(') ++depth;
+    if (c == '>' || c == ')') --depth;
+    if (depth == 0 && c == ':' && name[i + 1] == ':') start = i + 2;
+  }
+  return name.substr(start);
 }
 
 const std::string& Module::cached_type_name() const {
@@ -263,11 +272,15 @@ void Module::register_method_raw(const std::string& name, std::vector<std::strin
   if (has_method(name))
     throw_error<ValueError>("[register_method] ", type_name(), " already has a method '", name,
                             "'");
-  for (size_t i = 0; i < arg_names.size(); ++i)
+  for (size_t i = 0; i < arg_names.size(); ++i) {
+    if (arg_names[i].empty())
+      throw_error<ValueError>("[register_method] method '", name, "': argument ", i,
+                              " has an empty name");
     for (size_t j = 0; j < i; ++j)
       if (arg_names[i] == arg_names[j])
         throw_error<ValueError>("[register_method] method '", name, "' names argument '",
                                 arg_names[i], "' twice");
+  }
   bool seen_default = false;
   for (const auto& a : arg_names) {
     if (defaults.contains(a))
@@ -354,6 +367,12 @@ void detail::bad_arg(const Value& v, const std::string& m, const std::string& a,
   throw_error<TypeError>("[", m, "] argument '", a, "' must be ", want, ", not ", v.kind_name());
 }
 
+void detail::arg_out_of_range(const Value& v, const std::string& m, const std::string& a,
+                              const std::string& type) {
+  throw_error<ValueError>("[", m, "] argument '", a, "' is ", v, ", which a C++ ", type,
+                          " cannot hold");
+}
+
 template <>
 Tensor Module::convert_arg<Tensor>(const Value& v, const std::string& m, const std::string& a) {
   if (!v.is_tensor()) detail::bad_arg(v, m, a, "a Tensor");
@@ -395,23 +414,28 @@ TensorDict Module::convert_arg<TensorDict>(const Value& v, const std::string& m,
 
 // ---- printing ----
 
-void Module::print_(std::ostream& os, int indent) const {
-  os << type_name() << "(" << extra_repr();
-  if (!children_.empty()) {
-    os << "\n";
-    for (const auto& [n, c] : children_) {
-      os << std::string(indent + 2, ' ') << "(" << n << "): ";
-      c->print_(os, indent + 2);
-      os << "\n";
-    }
-    os << std::string(indent, ' ');
+std::string Module::repr_() const {
+  // as torch: the lines of extra_repr, then a line per child (its own lines indented two more);
+  // one extra_repr line alone stays on the name's line
+  std::vector<std::string> lines;
+  std::istringstream extra(extra_repr());
+  for (std::string line; std::getline(extra, line);) lines.push_back(line);
+  const size_t extra_lines = lines.size();
+  for (const auto& [n, c] : children_) {
+    std::string child = "(" + n + "): ";
+    for (char ch : c->repr_()) child += ch == '\n' ? std::string("\n  ") : std::string(1, ch);
+    lines.push_back(std::move(child));
   }
-  os << ")";
+  std::string out = type_name() + "(";
+  if (extra_lines == 1 && lines.size() == 1) {
+    out += lines[0];
+  } else if (!lines.empty()) {
+    for (const auto& line : lines) out += "\n  " + line;
+    out += "\n";
+  }
+  return out + ")";
 }
 
-std::ostream& operator<<(std::ostream& os, const Module& m) {
-  m.print_(os, 0);
-  return os;
-}
+std::ostream& operator<<(std::ostream& os, const Module& m) { return os << m.repr_(); }
 
 }  // namespace td::nn

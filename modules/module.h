@@ -160,7 +160,7 @@ class Module : public std::enable_shared_from_this<Module> {
   void add_module_(const std::string& name, std::shared_ptr<Module> m);
   void check_new_name_(const std::string& name, const char* what) const;
   Param add_slot_(const std::string& name, Tensor t, bool is_buffer);
-  void print_(std::ostream& os, int indent) const;
+  std::string repr_() const;  // torch's Module.__repr__
 
   mutable std::once_flag type_name_once_;
   mutable std::string type_name_cache_;
@@ -197,6 +197,9 @@ void check_arg_count(const std::string& method, size_t declared, size_t named);
 // TypeError: method m's argument a must be `want`, not what v holds
 [[noreturn]] void bad_arg(const Value& v, const std::string& m, const std::string& a,
                           const char* want);
+// ValueError: method m's argument a holds v, which the C++ parameter's `type` cannot hold
+[[noreturn]] void arg_out_of_range(const Value& v, const std::string& m, const std::string& a,
+                                   const std::string& type);
 template <class T>
 struct IsOptional : std::false_type {};
 template <class T>
@@ -254,10 +257,15 @@ TensorDict Module::convert_arg<TensorDict>(const Value& v, const std::string& m,
 // std::optional.
 template <class T>
 T Module::convert_arg(const Value& v, const std::string& m, const std::string& a) {
+  // a narrower type must hold the value: a static_cast would wrap or overflow it silently
   if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
-    return static_cast<T>(convert_arg<int64_t>(v, m, a));
+    const int64_t i = convert_arg<int64_t>(v, m, a);
+    if (!fits<T>(i)) detail::arg_out_of_range(v, m, a, type_label<T>());
+    return static_cast<T>(i);
   } else if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(convert_arg<double>(v, m, a));
+    const double d = convert_arg<double>(v, m, a);
+    if (!fits<T>(d)) detail::arg_out_of_range(v, m, a, type_label<T>());
+    return static_cast<T>(d);
   } else if constexpr (std::is_same_v<T, ValueList>) {
     if (!v.is_list()) detail::bad_arg(v, m, a, "a list");
     return v.list();

@@ -24,7 +24,7 @@ std::string LayerNorm::extra_repr() const {
   std::ostringstream os;
   os << "(";
   for (size_t i = 0; i < normalized_shape.size(); ++i) os << (i ? ", " : "") << normalized_shape[i];
-  os << (normalized_shape.size() == 1 ? ",)" : ")") << ", eps=" << eps
+  os << (normalized_shape.size() == 1 ? ",)" : ")") << ", eps=" << repr_double(eps)
      << ", elementwise_affine=" << (elementwise_affine ? "True" : "False");
   return os.str();
 }
@@ -64,7 +64,7 @@ Tensor BatchNormBase::forward(const Tensor& input) {
 
 std::string BatchNormBase::extra_repr() const {
   std::ostringstream os;
-  os << num_features << ", eps=" << eps << ", momentum=" << momentum
+  os << num_features << ", eps=" << repr_double(eps) << ", momentum=" << repr_double(momentum)
      << ", affine=" << (affine ? "True" : "False")
      << ", track_running_stats=" << (track_running_stats ? "True" : "False");
   return os.str();

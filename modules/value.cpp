@@ -1,10 +1,13 @@
 #include "modules/value.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "modules/tensordict.h"
 
@@ -127,6 +130,37 @@ const Value& Value::operator[](size_t i) const {
 }
 const Value& Value::operator[](const std::string& key) const { return dict().at(key); }
 
+std::string repr_double(double d) {
+  if (std::isnan(d)) return "nan";
+  if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
+  // the shortest digits that read back as d, then Python's layout: positional for exponents
+  // -4..15 (with a '.0' if nothing follows the point), else d.ddde+XX with two digits at least
+  char buf[64];
+  const auto end = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific).ptr;
+  const std::string sci(buf, end);  // "-1.2345e+02"
+  const size_t e = sci.find('e');
+  const bool neg = sci[0] == '-';
+  std::string digits = sci.substr(neg, e - neg);
+  digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
+  const int exp = std::stoi(sci.substr(e + 1));
+  std::ostringstream out;
+  if (neg) out << '-';
+  if (exp < -4 || exp >= 16) {
+    out << digits[0];
+    if (digits.size() > 1) out << '.' << digits.substr(1);
+    out << (exp < 0 ? "e-" : "e+") << std::setw(2) << std::setfill('0') << std::abs(exp);
+  } else if (exp < 0) {
+    out << "0." << std::string(-exp - 1, '0') << digits;
+  } else {
+    const auto point = static_cast<size_t>(exp) + 1;
+    if (digits.size() <= point)
+      out << digits << std::string(point - digits.size(), '0') << ".0";
+    else
+      out << digits.substr(0, point) << '.' << digits.substr(point);
+  }
+  return out.str();
+}
+
 namespace {
 void print_str(std::ostream& os, const std::string& s) {
   // Python's repr: single quotes unless the string holds one and no double quote.
@@ -145,29 +179,16 @@ void print_str(std::ostream& os, const std::string& s) {
   os << q;
 }
 
-void print_double(std::ostream& os, double d) {
-  // Python's repr: shortest round-trip, always with a dot or exponent.
-  std::ostringstream s;
-  s << std::setprecision(17) << d;
-  for (int p = 1; p <= 17; ++p) {
-    std::ostringstream t;
-    t << std::setprecision(p) << d;
-    if (std::stod(t.str()) == d || std::isnan(d)) {
-      s.str(t.str());
-      break;
-    }
+// The lists and dicts being printed on this thread, innermost last: one that holds itself
+// prints as [...] or {...}, as Python's repr.
+thread_local std::vector<const void*> g_printing;
+struct Printing {
+  explicit Printing(const void* p) { g_printing.push_back(p); }
+  ~Printing() { g_printing.pop_back(); }
+  static bool active(const void* p) {
+    return std::find(g_printing.begin(), g_printing.end(), p) != g_printing.end();
   }
-  std::string r = s.str();
-  if (r == "inf")
-    r = "inf";
-  else if (r == "-inf")
-    r = "-inf";
-  else if (r == "nan" || r == "-nan")
-    r = "nan";
-  else if (r.find_first_of(".e") == std::string::npos)
-    r += ".0";
-  os << r;
-}
+};
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Value& v) {
@@ -179,8 +200,7 @@ std::ostream& operator<<(std::ostream& os, const Value& v) {
     case Value::Kind::Int:
       return os << v.to_int();
     case Value::Kind::Double:
-      print_double(os, v.to_double());
-      return os;
+      return os << repr_double(v.to_double());
     case Value::Kind::String:
       print_str(os, v.str());
       return os;
@@ -189,12 +209,16 @@ std::ostream& operator<<(std::ostream& os, const Value& v) {
     case Value::Kind::TensorDict:
       return os << v.tensordict();
     case Value::Kind::List: {
-      os << "[";
       const auto& l = v.list();
+      if (Printing::active(&l)) return os << "[...]";
+      const Printing guard(&l);
+      os << "[";
       for (size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << l[i];
       return os << "]";
     }
     case Value::Kind::Dict: {
+      if (Printing::active(&v.dict())) return os << "{...}";
+      const Printing guard(&v.dict());
       os << "{";
       bool first = true;
       for (const auto& [k, x] : v.dict().items()) {

@@ -109,7 +109,10 @@ class Value {
       v_;
 };
 
+// Python's repr: a list or dict that holds itself prints as [...] or {...}.
 std::ostream& operator<<(std::ostream& os, const Value& v);
+// A double as Python's repr writes it: 0.1, 1.0, 1e-05, 1e+16, 10000000000.0, nan, -inf.
+std::string repr_double(double d);
 
 // Applies f to every Tensor leaf (inside lists, dicts and TensorDicts), rebuilding the same
 // structure; a TensorDict's batch size is recomputed by the caller-supplied rule (if any).

@@ -1,6 +1,7 @@
 // nn::Module: registration, tree walks, train/eval, method binding with Python's rules.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -280,4 +281,93 @@ TEST_CASE("module printing like PyTorch") {
         "  (1): ReLU()\n"
         ")");
   CHECK(s->type_name() == "Sequential");
+}
+
+namespace {
+// The reprs of torch 1.13 in the checks below come from
+//   class Foo(nn.Module):   # children lin = Linear(2, 3), seq = Sequential(ReLU(), Dropout(0.25))
+//     def extra_repr(self): return 'k=3'
+//   class Bar(nn.Module):   # no children
+//     def extra_repr(self): return 'a=1\nb=2'
+//   class Baz(nn.Module):   # child b = Bar()
+// printed with repr().
+struct Foo : nn::Module {
+  Foo() {
+    register_module("lin", std::make_shared<nn::Linear>(2, 3));
+    register_module("seq", std::make_shared<nn::Sequential>(
+                               std::initializer_list<std::shared_ptr<nn::Module>>{
+                                   std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.25)}));
+  }
+  std::string extra_repr() const override { return "k=3"; }
+};
+struct Bar : nn::Module {
+  std::string extra_repr() const override { return "a=1\nb=2"; }
+};
+struct Baz : nn::Module {
+  Baz() { register_module("b", std::make_shared<Bar>()); }
+};
+template <class M>
+struct Wrap : nn::Module {
+  Wrap() {
+    register_module("m", std::make_shared<M>(2, 2));
+    register_method("forward", &Wrap::forward, {"n"});
+  }
+  int64_t forward(int n) { return n; }
+};
+std::string repr_of(const nn::Module& m) {
+  std::ostringstream os;
+  os << m;
+  return os.str();
+}
+}  // namespace
+
+TEST_CASE("module printing follows torch's layout: extra_repr lines, then children") {
+  CHECK(repr_of(Foo()) ==
+        "Foo(\n"
+        "  k=3\n"
+        "  (lin): Linear(in_features=2, out_features=3, bias=True)\n"
+        "  (seq): Sequential(\n"
+        "    (0): ReLU()\n"
+        "    (1): Dropout(p=0.25, inplace=False)\n"
+        "  )\n"
+        ")");
+  CHECK(repr_of(Bar()) == "Bar(\n  a=1\n  b=2\n)");
+  CHECK(repr_of(Baz()) == "Baz(\n  (b): Bar(\n    a=1\n    b=2\n  )\n)");
+  // doubles as Python's repr writes them (torch 1.13's reprs)
+  CHECK(repr_of(nn::Dropout(0.0)) == "Dropout(p=0.0, inplace=False)");
+  CHECK(repr_of(nn::BatchNorm2d(3, 1e-5, 1.0)) ==
+        "BatchNorm2d(3, eps=1e-05, momentum=1.0, affine=True, track_running_stats=True)");
+  CHECK(repr_of(nn::LayerNorm({2, 3}, 1e10)) ==
+        "LayerNorm((2, 3), eps=10000000000.0, elementwise_affine=True)");
+  CHECK(repr_of(nn::LayerNorm({4}, 0.123456789)) ==
+        "LayerNorm((4,), eps=0.123456789, elementwise_affine=True)");
+  // a class template's name keeps its arguments, namespaces and all, and loses only its own
+  // namespace
+  Wrap<nn::Linear> w;
+  CHECK(w.type_name() == "Wrap<td::nn::Linear>");
+  CHECK(repr_of(w).rfind("Wrap<td::nn::Linear>(\n  (m): Linear(", 0) == 0);
+}
+
+TEST_CASE("a method argument of a narrower C++ type must hold the value") {
+  Wrap<nn::Linear> w;
+  CHECK(w({int64_t{7}}).to_int() == 7);
+  CHECK(w({int64_t{-2147483648}}).to_int() == -2147483648);
+  // a static_cast would have made 2^32 a 0 and 5e9 705032704
+  check_throws_mentioning<ValueError>([&] { w({int64_t{1} << 32}); },
+                                      "[Wrap<td::nn::Linear>.forward] argument 'n' is 4294967296, "
+                                      "which a C++ int32 cannot hold");
+  CHECK_THROWS_AS(w({int64_t{5000000000}}), ValueError);
+  struct F : nn::Module {
+    F() { register_method("forward", &F::forward, {"x"}); }
+    double forward(float x) { return x; }
+  } f;
+  CHECK(f({0.5}).to_double() == 0.5);
+  CHECK(std::isinf(f({INFINITY}).to_double()));  // not finite: not an overflow, as item<float>
+  check_throws_mentioning<ValueError>([&] { f({1e300}); }, "which a C++ float cannot hold");
+  // an argument without a name cannot be bound by keyword, nor reported
+  struct E : nn::Module {
+    E() { register_method("forward", &E::forward, {"x", ""}); }
+    int64_t forward(int64_t x, int64_t) { return x; }
+  };
+  check_throws_mentioning<ValueError>([] { E(); }, "argument 1 has an empty name");
 }

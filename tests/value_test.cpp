@@ -1,6 +1,8 @@
 // Value: kinds, checked accessors, Python-like printing, map_tensors / for_each_tensor.
 #include <doctest/doctest.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 
@@ -118,6 +120,59 @@ TEST_CASE("value printing follows Python reprs") {
   CHECK(repr(Value(ValueDict{{"k", 1}, {"j", ValueList{}}})) == "{'k': 1, 'j': []}");
   std::string tr = repr(Value(zeros({2})));
   CHECK(tr.find("tensor") != std::string::npos);
+}
+
+TEST_CASE("doubles print as Python's repr, subnormals and all") {
+  // the right column is Python 3.11's repr() of the left (python3 -c 'print(repr(x))')
+  const std::pair<double, const char*> cases[] = {
+      {0.0, "0.0"},
+      {-0.0, "-0.0"},
+      {1.0, "1.0"},
+      {0.1, "0.1"},
+      {1e-05, "1e-05"},
+      {0.0001, "0.0001"},
+      {1e16, "1e+16"},
+      {1e15, "1000000000000000.0"},
+      {123456789.0, "123456789.0"},
+      {1e-310, "1e-310"},  // subnormal: std::stod refused it, so printing threw
+      {5e-324, "5e-324"},
+      {1.7976931348623157e308, "1.7976931348623157e+308"},
+      {0.30000000000000004, "0.30000000000000004"},
+      {1.5e-7, "1.5e-07"},
+      {1e10, "10000000000.0"},
+      {-123.456, "-123.456"},
+      {12345678901234567890.0, "1.2345678901234567e+19"},
+      {9999999999999998.0, "9999999999999998.0"},
+      {0.000123, "0.000123"},
+      {2.5e-5, "2.5e-05"},
+      {100.0, "100.0"},
+      {12.345, "12.345"},
+  };
+  for (const auto& [d, want] : cases) {
+    CAPTURE(want);
+    CHECK(repr_double(d) == want);
+    CHECK(repr(Value(d)) == want);
+  }
+  CHECK(repr_double(std::nan("")) == "nan");
+  CHECK(repr_double(-INFINITY) == "-inf");
+  // every repr reads back as the same double
+  for (double d = 1e-320; d < 1e300; d *= 7.3)
+    for (double v : {d, -d, d * (1 + 1e-9)})
+      CHECK(std::strtod(repr_double(v).c_str(), nullptr) == v);
+}
+
+TEST_CASE("a list or dict that holds itself prints as Python's [...] and {...}") {
+  Value l(ValueList{1});
+  l.list().push_back(l);  // Values share their list, as Python's names do
+  CHECK(repr(l) == "[1, [...]]");
+  Value d(ValueDict{{"a", 1}});
+  d.dict().set("self", d);
+  CHECK(repr(d) == "{'a': 1, 'self': {...}}");
+  // the same list twice, not inside itself, prints twice
+  Value inner(ValueList{2});
+  CHECK(repr(Value(ValueList{inner, inner})) == "[[2], [2]]");
+  l.list().pop_back();  // break the cycles, which reference counting cannot free
+  d.dict().erase("self");
 }
 
 TEST_CASE("map_tensors and for_each_tensor visit every tensor leaf in order") {

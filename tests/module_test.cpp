@@ -294,9 +294,9 @@ namespace {
 struct Foo : nn::Module {
   Foo() {
     register_module("lin", std::make_shared<nn::Linear>(2, 3));
-    register_module("seq", std::make_shared<nn::Sequential>(
-                               std::initializer_list<std::shared_ptr<nn::Module>>{
-                                   std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.25)}));
+    register_module(
+        "seq", std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+                   std::make_shared<nn::ReLU>(), std::make_shared<nn::Dropout>(0.25)}));
   }
   std::string extra_repr() const override { return "k=3"; }
 };

@@ -3,9 +3,11 @@
 // td writes "__metadata__": {"td.batch_size": "[4]"} so that a load can restore the batch size.
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "engine/ops.h"
@@ -127,6 +129,16 @@ void TensorDict::save_safetensors(const std::string& path) const {
   std::vector<Tensor> datas;
   uint64_t offset = 0;
   for (const auto& [k, t] : leaves()) {
+    if (k == "__metadata__")  // the format's own entry: the tensor would be lost
+      throw_error<ValueError>("[save_safetensors] '", path,
+                              "': a tensor cannot be named "
+                              "'__metadata__', which the format reserves for its metadata");
+    try {
+      (void)json(k).dump();
+    } catch (const json::type_error&) {
+      throw_error<ValueError>("[save_safetensors] '", path, "': key '", k,
+                              "' is not valid UTF-8, which the format's JSON header needs");
+    }
     Tensor c = t.contiguous();
     uint64_t n = static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype());
     header[k] = {{"dtype", st_dtype(c.dtype())},
@@ -151,28 +163,54 @@ void TensorDict::save_safetensors(const std::string& path) const {
     size_t nb = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
     if (nb) f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(nb));
   }
-  if (!f) throw_error<ValueError>("[save_safetensors] failed writing '", path, "'");
+  f.close();  // the last bytes are written here: a full disk shows only now
+  if (f.fail()) throw_error<ValueError>("[save_safetensors] failed writing '", path, "'");
 }
 
 TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_size) {
   auto fail = [&](auto&&... what) {
     throw_error<ValueError>("[load_safetensors] '", path, "': ", what...);
   };
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) fail("is a directory");
   std::ifstream f(path, std::ios::binary);
   if (!f) fail("cannot open the file");
-  std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  const uint64_t size = bytes.size();
-  if (size < 8) fail("file is truncated: ", size, " bytes, less than the 8-byte header length");
+  // The header first, checked before any data is read: a device or a stray file (/dev/zero,
+  // a huge non-safetensors file) is refused without reading it whole. The size of a regular file
+  // bounds the header; a pipe's cannot, so there the format's own limit of 100 MB does.
+  const auto file_size = std::filesystem::is_regular_file(path, ec)
+                             ? std::optional<uint64_t>(std::filesystem::file_size(path, ec))
+                             : std::nullopt;
+  auto read = [&](std::string& out, uint64_t count) {
+    out.resize(count);
+    f.read(out.data(), static_cast<std::streamsize>(count));
+    out.resize(static_cast<size_t>(f.gcount()));
+  };
+  std::string len;
+  read(len, 8);
+  if (len.size() < 8)
+    fail("file is truncated: ", len.size(), " bytes, less than the 8-byte header length");
   uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(bytes[i])} << (8 * i);
-  if (n > size - 8)
-    fail("header length ", n, " runs beyond the end of the file (", size, " bytes)");
-  json header =
-      json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<int64_t>(n), nullptr, false);
+  for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(len[i])} << (8 * i);
+  constexpr uint64_t kMaxHeader = 100'000'000;
+  if (file_size && n > *file_size - 8)
+    fail("header length ", n, " runs beyond the end of the file (", *file_size, " bytes)");
+  if (n > kMaxHeader) fail("header length ", n, " is beyond the format's limit of 100 MB");
+  std::string head;
+  read(head, n);
+  if (head.size() < n)
+    fail("header length ", n, " runs beyond the end of the file (", 8 + head.size(), " bytes)");
+  json header = json::parse(head, nullptr, false);
   if (header.is_discarded()) fail("the header is not valid JSON");
   if (!header.is_object()) fail("the header is not a JSON object");
-  const uint64_t data_size = size - 8 - n;
-  const char* data = bytes.data() + 8 + n;
+  std::string bytes;
+  try {
+    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  } catch (const std::exception& e) {
+    fail("cannot read the data: ", e.what());
+  }
+  const uint64_t data_size = bytes.size();
+  const char* data = bytes.data();
 
   struct Item {
     std::string key, dtype;
@@ -231,24 +269,34 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
     if (item.begin > item.end || item.end > data_size)
       fail("entry '", key, "' has data_offsets [", item.begin, ", ", item.end,
            "] out of range of the ", data_size, " data bytes");
-    if (numel > data_size || item.end - item.begin != numel * item.type.nbytes)
+    uint64_t need = 0;  // numel * element size, which may not fit 64 bits
+    const bool too_many = __builtin_mul_overflow(numel, item.type.nbytes, &need);
+    if (too_many || need > data_size || item.end - item.begin != need)
       fail("entry '", key, "' has ", item.end - item.begin, " data bytes but shape ",
-           shape_str(item.shape), " of ", item.dtype, " needs ", numel * item.type.nbytes);
+           shape_str(item.shape), " of ", item.dtype, " needs ",
+           too_many ? std::string("more than 2^64") : std::to_string(need));
     items.push_back(std::move(item));
   }
+  // entries with data, by position: each must end before the next begins (an empty entry in
+  // between must not hide an overlap)
   std::vector<const Item*> sorted;
-  for (const auto& i : items) sorted.push_back(&i);
+  for (const auto& i : items)
+    if (i.begin != i.end) sorted.push_back(&i);
   std::sort(sorted.begin(), sorted.end(),
             [](const Item* a, const Item* b) { return a->begin < b->begin; });
   for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i]->begin < sorted[i - 1]->end && sorted[i]->begin != sorted[i]->end &&
-        sorted[i - 1]->begin != sorted[i - 1]->end)
+    if (sorted[i]->begin < sorted[i - 1]->end)
       fail("the data of '", sorted[i - 1]->key, "' and '", sorted[i]->key, "' overlap");
 
   if (batch_size.empty() && has_meta_batch) batch_size = meta_batch;
   TensorDict out;
   for (const auto& item : items) {
-    Tensor t = Tensor::empty(item.shape, item.type.dtype);
+    Tensor t;
+    try {
+      t = Tensor::empty(item.shape, item.type.dtype);
+    } catch (const std::exception& e) {  // an empty shape whose other dims overflow int64
+      fail("entry '", item.key, "': ", e.what());
+    }
     int64_t numel = t.numel();
     if (numel > 0) {
       const char* src = data + item.begin;

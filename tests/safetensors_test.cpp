@@ -229,6 +229,21 @@ TEST_CASE("safetensors: corrupted files raise ValueError naming the file and the
                R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                ok_data),
        "overlap"},
+      {"overlap behind an empty entry",
+       file_of(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
+               R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+               R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
+               ok_data),
+       "the data of 'a' and 'b' overlap"},
+      {"empty shape overflowing int64",
+       file_of(R"({"a":{"dtype":"F32","shape":[9223372036854775807,9223372036854775807,0],)"
+               R"("data_offsets":[0,0]}})",
+               ok_data),
+       "entry 'a': [empty] shape"},
+      {"bytes overflowing 64 bits",
+       file_of(R"({"a":{"dtype":"F64","shape":[1,4611686018427387904],"data_offsets":[0,12]}})",
+               ok_data),
+       "needs more than 2^64"},
       {"bad bool",
        file_of(R"({"a":{"dtype":"BOOL","shape":[2],"data_offsets":[0,2]}})",
                std::string("\x01\x02", 2)),
@@ -271,4 +286,31 @@ TEST_CASE("safetensors: corrupted files raise ValueError naming the file and the
   std::remove(path.c_str());
   CHECK_THROWS_AS(TensorDict::load_safetensors("/nonexistent/dir/file.safetensors"), ValueError);
   CHECK_THROWS_AS(TensorDict().save_safetensors("/nonexistent/dir/file.safetensors"), ValueError);
+  // a directory, and a device read no further than its header (/dev/zero: length 0, no JSON)
+  check_throws_mentioning<ValueError>([] { TensorDict::load_safetensors("/tmp"); },
+                                      "'/tmp': is a directory");
+  check_throws_mentioning<ValueError>([] { TensorDict::load_safetensors("/dev/zero"); },
+                                      "not valid JSON");
+}
+
+TEST_CASE("safetensors: what cannot be saved is refused, and a failed write is reported") {
+  TensorDict d;
+  d.set("x", tensor({3.f}));
+  const std::string path = tmp_path("refused");
+  // the last bytes reach /dev/full at close: the write failed, which the close reports
+  check_throws_mentioning<ValueError>([&] { d.save_safetensors("/dev/full"); },
+                                      "[save_safetensors] failed writing '/dev/full'");
+  TensorDict m;
+  m.set("__metadata__", tensor({1.f, 2.f}));  // would be overwritten by the format's metadata
+  check_throws_mentioning<ValueError>([&] { m.save_safetensors(path); },
+                                      "cannot be named '__metadata__'");
+  TensorDict u;
+  u.set("k\xff", tensor({1.f}));
+  check_throws_mentioning<ValueError>([&] { u.save_safetensors(path); }, "is not valid UTF-8");
+  // a nested '__metadata__' is a dotted key, which the format keeps
+  TensorDict n;
+  n.set("a.__metadata__", tensor({4.f}));
+  n.save_safetensors(path);
+  CHECK(TensorDict::load_safetensors(path).get("a.__metadata__").item<float>() == 4.f);
+  std::remove(path.c_str());
 }

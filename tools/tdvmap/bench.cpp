@@ -167,7 +167,9 @@ int run_bench(BenchOptions o) {
   std::vector<Workload> todo;
   if (!o.mlp.empty()) {
     if (!o.workloads.empty()) throw UsageError("--workload and --mlp cannot be combined");
-    if (o.sets < 0 || o.batch < 0) throw UsageError("--sets and --batch must not be negative");
+    // a workload needs a set to build its module from; a batch may be empty
+    if (o.sets <= 0) throw UsageError("--sets must be positive");
+    if (o.batch < 0) throw UsageError("--batch must not be negative");
     make_mlp(o.mlp, 0);  // validates the sizes
     todo.push_back(
         {o.name, o.sets, o.mlp, o.batch, o.per_set, o.dropout, td::parse_randomness(o.randomness)});
@@ -234,9 +236,11 @@ Command add_bench_command(CLI::App& app) {
       "of BENCHMARKS.md (or one custom workload); medians per call in microseconds");
   sub->add_option("--min-time", o->min_time, "Minimum seconds per measurement")
       ->capture_default_str()
+      ->check(finite_number())
       ->check(CLI::Range(0.0, 1e6));
   sub->add_option("--repeat", o->repeat, "Minimum repetitions per measurement")
       ->capture_default_str()
+      ->check(whole_number())
       ->check(CLI::Range(1, 1000000000));
   sub->add_option("--threads", o->threads,
                   "Threads (BLAS/OpenMP pools; 1 is the figure that "
@@ -248,19 +252,26 @@ Command add_bench_command(CLI::App& app) {
   sub->add_option("--workload", o->workloads, "Run only these public workloads")->delimiter(',');
   auto* mlp =
       sub->add_option("--mlp", o->mlp, "Custom workload: MLP sizes in,hidden...,out (runs only it)")
-          ->delimiter(',');
-  sub->add_option("--sets", o->sets, "Custom workload: parameter sets")->capture_default_str();
-  sub->add_option("--batch", o->batch, "Custom workload: input rows")->capture_default_str();
+          ->delimiter(',')
+          ->check(whole_number());
+  sub->add_option("--sets", o->sets, "Custom workload: parameter sets")
+      ->capture_default_str()
+      ->check(whole_number());
+  sub->add_option("--batch", o->batch, "Custom workload: input rows")
+      ->capture_default_str()
+      ->check(whole_number());
   sub->add_flag("--per-set", o->per_set, "Custom workload: a per-set input (in_dims 0)");
   sub->add_option("--dropout", o->dropout,
                   "Custom workload: Dropout(p) after the first ReLU, "
                   "train mode")
+      ->check(finite_number())
       ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--randomness", o->randomness, "error | different | same")
       ->capture_default_str()
       ->check(CLI::IsMember({"error", "different", "same"}));
   sub->add_option("--chunk-size", o->chunk_size, "chunk_size of the chunked measurement")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_number());
   sub->add_option("--name", o->name, "Custom workload: its name")->capture_default_str();
   for (const char* flag : {"--sets", "--batch", "--per-set", "--dropout", "--randomness", "--name"})
     sub->get_option(flag)->needs(mlp);

@@ -1,7 +1,10 @@
 #include "tools/tdvmap/common.h"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
+#include <charconv>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <sstream>
 #include <string>
@@ -10,6 +13,38 @@
 #include "modules/modules.h"
 
 namespace tdvmap {
+
+namespace {
+// "" when all of s reads as a T (from_chars: no leading '+', no wrap, no clamp), else why not
+template <class T>
+std::string read_whole(const std::string& s, const char* what) {
+  T v{};
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc::result_out_of_range) return "'" + s + "' is out of range for " + what;
+  if (ec != std::errc() || end != s.data() + s.size()) return "'" + s + "' is not " + what;
+  return "";
+}
+}  // namespace
+
+CLI::Validator whole_number() {
+  return {[](std::string& s) { return read_whole<int64_t>(s, "an int64 integer"); }, "INT"};
+}
+
+CLI::Validator unsigned_number() {
+  return {[](std::string& s) { return read_whole<uint64_t>(s, "an integer in [0, 2^64)"); },
+          "UINT"};
+}
+
+CLI::Validator finite_number() {
+  return {[](std::string& s) -> std::string {
+            char* end = nullptr;
+            const double v = std::strtod(s.c_str(), &end);
+            if (s.empty() || *end != '\0') return "'" + s + "' is not a number";
+            if (!std::isfinite(v)) return "'" + s + "' is not a finite number";
+            return "";
+          },
+          "FLOAT"};
+}
 
 std::string shape_text(const td::Shape& s, bool compact) {
   std::ostringstream os;

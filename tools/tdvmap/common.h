@@ -11,6 +11,7 @@
 
 namespace CLI {
 class App;
+class Validator;
 }
 namespace td::nn {
 class Module;
@@ -28,6 +29,12 @@ struct Command {
   std::string name;
   std::function<int()> run;
 };
+
+// Checks of an option's text, run before CLI11 converts it: CLI11 reads "-1" into a uint64_t as
+// 2^64 - 1, clamps an integer beyond int64 to the limit, and takes "nan" as a number.
+CLI::Validator whole_number();     // an integer that fits int64
+CLI::Validator unsigned_number();  // an integer that fits uint64, without a sign
+CLI::Validator finite_number();    // a finite floating-point number
 
 // "[4, 10, 1]" (as PyTorch prints a size) or, compact, "[4,10,1]".
 std::string shape_text(const td::Shape& s, bool compact = false);

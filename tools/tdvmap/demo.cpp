@@ -113,9 +113,11 @@ Command add_demo_command(CLI::App& app) {
                          "functional_vmap over a loop");
   sub->add_option("--sets", o->sets, "Number of MLPs in the ensemble")
       ->capture_default_str()
+      ->check(whole_number())
       ->check(CLI::Range(1, 100000));
   sub->add_option("--min-time", o->min_time, "Seconds per timing")
       ->capture_default_str()
+      ->check(finite_number())
       ->check(CLI::Range(0.0, 1e6));
   sub->footer("Example:\n  tdvmap demo\n  tdvmap demo --sets 64");
   return {"demo", [o] { return run_demo(*o); }};

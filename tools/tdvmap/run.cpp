@@ -209,10 +209,13 @@ Command add_run_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember({"error", "different", "same"}));
   sub->add_option("--chunk-size", o->chunk_size, "Sets computed at once")
+      ->check(whole_number())
       ->check(CLI::PositiveNumber);
   sub->add_option("--method", o->method, "Call this registered method instead of forward");
   sub->add_flag("--loop", o->loop, "Call the sets one at a time");
-  sub->add_option("--seed", o->seed, "Random seed")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Random seed")
+      ->capture_default_str()
+      ->check(unsigned_number());
   sub->add_option("--out", o->out,
                   "Output safetensors file: 'output', or '0','1',... for a "
                   "tuple, or the dict's keys")

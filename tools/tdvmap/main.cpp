@@ -1,6 +1,7 @@
 // tdvmap: the command-line face of td::nn::functional_vmap (demo, bench, ops, run).
 // Exit status: 0 success, 2 usage error, 1 runtime error; errors are one line on stderr.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <exception>
 #include <iostream>
 #include <string>
@@ -49,6 +50,12 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    // CLI11 calls a misspelt subcommand a missing one
+    if (argc > 1 && argv[1][0] != '-' &&
+        std::none_of(commands.begin(), commands.end(),
+                     [&](const tdvmap::Command& c) { return c.name == argv[1]; }))
+      return fail(2, std::string("unknown subcommand '") + argv[1] +
+                         "': demo, bench, ops or run (see 'tdvmap --help')");
     return fail(2, std::string(e.what()) + " (see 'tdvmap --help')");
   } catch (const std::exception& e) {
     return fail(1, e.what());

@@ -74,6 +74,11 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
                                   const Value& key_padding_mask, bool need_weights,
                                   const Value& attn_mask, bool average_attn_weights) {
   const char* op = "[MultiheadAttention]";
+  // the masks are Values so that None can be passed by keyword; anything else must be a tensor
+  for (const auto& [mask, name] :
+       {std::pair{&key_padding_mask, "key_padding_mask"}, std::pair{&attn_mask, "attn_mask"}})
+    if (!mask->is_none() && !mask->is_tensor())
+      throw_error<TypeError>(op, " ", name, " must be a Tensor or None, not ", mask->kind_name());
   bool unbatched = query.dim() == 2;
   if (query.dim() != 2 && query.dim() != 3)
     throw_error<ValueError>(op, " query must be 2-D or 3-D, got shape ", shape_str(query.shape()));

@@ -466,6 +466,17 @@ TEST_CASE("MultiheadAttention parameters and errors") {
   CHECK_THROWS_AS((*m)({zeros({2, 1, 5}), zeros({2, 1, 5}), zeros({2, 1, 5})}), ValueError);
   CHECK_THROWS_AS((*m)({zeros({2, 1, 2, 6}), q, q}), ValueError);
   CHECK_THROWS_AS((*m)({q, zeros({2, 6}), q}), ValueError);
+  // a mask that is neither a tensor nor None is named (it was Value's bare kind error)
+  check_throws_mentioning<TypeError>(
+      [&] {
+        (*m)({q, q, q}, {{"attn_mask", 1.0}});
+      },
+      "[MultiheadAttention] attn_mask must be a Tensor or None, not float");
+  check_throws_mentioning<TypeError>(
+      [&] {
+        (*m)({q, q, q}, {{"key_padding_mask", "x"}});
+      },
+      "key_padding_mask must be a Tensor or None, not str");
   CHECK_THROWS_AS((*m)({q, q, q}, {{"attn_mask", zeros({3, 3})}}), ValueError);
   CHECK_THROWS_AS((*m)({q, q, q}, {{"key_padding_mask", zeros({1, 3})}}), ValueError);
   CHECK(has(message_of([&] {

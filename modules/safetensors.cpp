@@ -1,10 +1,12 @@
 // safetensors files: 8-byte little-endian header length N, N bytes of JSON
 // {"key": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then data.
-// td writes "__metadata__": {"td.batch_size": "[4]"} so that a load can restore the batch size.
+// td writes "__metadata__": {"td.batch_size": "[4]"} so that a load can restore the batch size,
+// and "td.batch_size.KEY" for a nested dict KEY with batch dims beyond its parent's.
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -149,7 +151,21 @@ void TensorDict::save_safetensors(const std::string& path) const {
   }
   std::ostringstream bs;
   bs << batch_size_;
-  header["__metadata__"] = {{"format", "pt"}, {"td.batch_size", bs.str()}};
+  json meta = {{"format", "pt"}, {"td.batch_size", bs.str()}};
+  const std::function<void(const TensorDict&, const std::string&)> note_nested =
+      [&](const TensorDict& d, const std::string& prefix) {
+        for (const auto& [k, e] : d.items())
+          if (const auto* sub = std::get_if<TensorDict>(&e)) {
+            if (sub->batch_dims() > d.batch_dims()) {
+              std::ostringstream s;
+              s << sub->batch_size();
+              meta["td.batch_size." + prefix + k] = s.str();
+            }
+            note_nested(*sub, prefix + k + ".");
+          }
+      };
+  note_nested(*this, "");
+  header["__metadata__"] = std::move(meta);
   std::string h = header.dump();
   while (h.size() % 8 != 0) h += ' ';  // as the Python package does: aligned data
   std::ofstream f(path, std::ios::binary);
@@ -221,6 +237,7 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   std::vector<Item> items;
   Shape meta_batch;
   bool has_meta_batch = false;
+  std::vector<std::pair<std::string, Shape>> nested_batch;  // in the order saved: parents first
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& key = it.key();
     const json& v = it.value();
@@ -234,6 +251,17 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
           has_meta_batch = true;
         } catch (const std::exception&) {
           fail("__metadata__ has a malformed td.batch_size");
+        }
+      }
+      const std::string prefix = "td.batch_size.";
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (m.key().rfind(prefix, 0) != 0) continue;
+        try {
+          if (!m.value().is_string()) throw ValueError("");
+          nested_batch.emplace_back(m.key().substr(prefix.size()),
+                                    parse_shape_str(m.value().get<std::string>()));
+        } catch (const std::exception&) {
+          fail("__metadata__ has a malformed ", m.key());
         }
       }
       continue;
@@ -323,6 +351,22 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   } catch (const ValueError& e) {
     fail(e.what());
   }
+  // nested dicts' extra batch dims, where the saved root batch size is the one in use
+  if (!has_meta_batch || batch_size == meta_batch)
+    for (const auto& [k, bs] : nested_batch) {
+      TensorDict sub;
+      try {
+        sub = out.get_dict(k);
+      } catch (const std::exception&) {
+        fail("__metadata__ gives a batch size for '", k, "', which is not a nested dict");
+      }
+      try {
+        sub.set_batch_size(bs);
+        out.set(k, std::move(sub));
+      } catch (const ValueError& e) {
+        fail("the batch size of '", k, "': ", e.what());
+      }
+    }
   return out;
 }
 

@@ -102,6 +102,35 @@ TEST_CASE("safetensors round trip of a nested TensorDict of every dtype") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("safetensors: a nested dict's extra batch dims survive a save and load") {
+  TensorDict b({4});
+  b.set("w", ones({4, 3}));
+  TensorDict s({4, 5});
+  s.set("q", ones({4, 5, 7}));
+  s.set("t", TensorDict({{"r", ones({4, 5, 2, 3})}}, {4, 5, 2}));
+  b.set("s", s);
+  b.set("u.v", ones({4, 1}));  // a nested dict with the root's batch size only
+  const std::string path = tmp_path("nested_batch");
+  b.save_safetensors(path);
+  const TensorDict l = TensorDict::load_safetensors(path);
+  CHECK(l.batch_size() == Shape{4});
+  CHECK(l.get_dict("s").batch_size() == Shape{4, 5});
+  CHECK(l.get_dict("s.t").batch_size() == Shape{4, 5, 2});
+  CHECK(l.get_dict("u").batch_size() == Shape{4});
+  // a stale or wrong entry in the metadata names the key
+  write_bytes(path, file_of(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                            R"("__metadata__":{"td.batch_size":"[1]","td.batch_size.a":"[1]"}})",
+                            f32_bytes({1})));
+  check_throws_mentioning<ValueError>([&] { TensorDict::load_safetensors(path); },
+                                      "batch size for 'a', which is not a nested dict");
+  write_bytes(path, file_of(R"({"n.a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+                            R"("__metadata__":{"td.batch_size":"[1]","td.batch_size.n":"[1,3]"}})",
+                            f32_bytes({1})));
+  check_throws_mentioning<ValueError>([&] { TensorDict::load_safetensors(path); },
+                                      "the batch size of 'n'");
+  std::remove(path.c_str());
+}
+
 TEST_CASE("safetensors: an empty entry with large dims before its zero loads") {
   // the size guard used to multiply the dims before the zero and compare with the data size
   std::string path = tmp_path("empty_only");

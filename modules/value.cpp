@@ -130,6 +130,18 @@ const Value& Value::operator[](size_t i) const {
 }
 const Value& Value::operator[](const std::string& key) const { return dict().at(key); }
 
+namespace {
+thread_local int g_value_depth = 0;
+}  // namespace
+
+ValueDepthGuard::ValueDepthGuard() {
+  if (g_value_depth >= kMaxDepth)
+    throw_error<ValueError>("[Value] nested more than ", kMaxDepth,
+                            " levels deep: does a list or dict hold itself?");
+  ++g_value_depth;
+}
+ValueDepthGuard::~ValueDepthGuard() { --g_value_depth; }
+
 std::string repr_double(double d) {
   if (std::isnan(d)) return "nan";
   if (std::isinf(d)) return d > 0 ? "inf" : "-inf";
@@ -192,6 +204,7 @@ struct Printing {
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Value& v) {
+  const ValueDepthGuard depth;
   switch (v.kind()) {
     case Value::Kind::None:
       return os << "None";
@@ -234,6 +247,7 @@ std::ostream& operator<<(std::ostream& os, const Value& v) {
 }
 
 Value map_tensors(const Value& v, const std::function<Tensor(const Tensor&)>& f) {
+  const ValueDepthGuard depth;
   switch (v.kind()) {
     case Value::Kind::Tensor:
       return Value(f(v.tensor()));
@@ -270,6 +284,7 @@ Value map_tensors(const Value& v, const std::function<Tensor(const Tensor&)>& f)
 }
 
 void for_each_tensor(const Value& v, const std::function<void(const Tensor&)>& f) {
+  const ValueDepthGuard depth;
   switch (v.kind()) {
     case Value::Kind::Tensor:
       f(v.tensor());

@@ -109,6 +109,18 @@ class Value {
       v_;
 };
 
+// One per level of every recursive walk of a Value: more than kMaxDepth levels is a
+// ValueError. Values share their lists and dicts, so one can hold itself, and a walk would
+// recurse until the stack overflowed (Python's pytree raises RecursionError alike).
+class ValueDepthGuard {
+ public:
+  static constexpr int kMaxDepth = 1000;
+  ValueDepthGuard();
+  ~ValueDepthGuard();
+  ValueDepthGuard(const ValueDepthGuard&) = delete;
+  ValueDepthGuard& operator=(const ValueDepthGuard&) = delete;
+};
+
 // Python's repr: a list or dict that holds itself prints as [...] or {...}.
 std::ostream& operator<<(std::ostream& os, const Value& v);
 // A double as Python's repr writes it: 0.1, 1.0, 1e-05, 1e+16, 10000000000.0, nan, -inf.

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "modules/modules.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -191,4 +192,23 @@ TEST_CASE("map_tensors and for_each_tensor visit every tensor leaf in order") {
   // A leaf that loses the batch dims drops the batch size.
   Value s = map_tensors(Value(td), [](const Tensor& t) { return t.sum(); });
   CHECK(s.tensordict().batch_size().empty());
+}
+
+TEST_CASE("walking a list that holds itself is a ValueError, not a stack overflow") {
+  Value l(ValueList{zeros({2, 3})});
+  l.list().push_back(l);
+  auto id = [](const Tensor& t) { return t; };
+  check_throws_mentioning<ValueError>([&] { map_tensors(l, id); },
+                                      "does a list or dict hold itself");
+  CHECK_THROWS_AS(for_each_tensor(l, [](const Tensor&) {}), ValueError);
+  CHECK_THROWS_AS(vmap([](Value v) { return v[0].tensor(); })(l), ValueError);
+  CHECK_THROWS_AS(vmap([](Value v) { return v[0].tensor(); }, {.in_dims = {0}})(l), ValueError);
+  l.list().pop_back();  // break the cycle
+  // deep but finite nesting is walked, and the depth count is back to zero after an error
+  Value deep = zeros({2});
+  for (int i = 0; i < 500; ++i) deep = Value(ValueList{deep});
+  int leaves = 0;
+  for_each_tensor(deep, [&](const Tensor&) { ++leaves; });
+  CHECK(leaves == 1);
+  CHECK(map_tensors(l, id).list().size() == 1);
 }

@@ -57,6 +57,7 @@ Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
 // number, a string) go to every set as they are, as vmap passes them; the input itself must be
 // a Tensor, a TensorDict, or a list or dict holding one.
 Value per_set_value(const std::string& key, const Value& v, int64_t dim, const Shape& batch_size) {
+  const ValueDepthGuard depth;
   switch (v.kind()) {
     case Value::Kind::Tensor:
       return per_set_input(key, v.tensor(), dim, batch_size);
@@ -89,6 +90,7 @@ Value per_set_value(const std::string& key, const Value& v, int64_t dim, const S
 
 // Set i's part of a per-set input from per_set_value.
 Value select_set(const Value& v, int64_t i) {
+  const ValueDepthGuard depth;
   switch (v.kind()) {
     case Value::Kind::Tensor:
       return v.tensor().select(0, i);
@@ -186,6 +188,7 @@ Value stack_outputs(const std::vector<Value>& outs) {
 // Said before vmap's own message, which would suggest an out_dims that functional_vmap does not
 // have.
 void check_tensor_outputs(const Value& v) {
+  const ValueDepthGuard depth;
   switch (v.kind()) {
     case Value::Kind::List:
       for (const auto& e : v.list()) check_tensor_outputs(e);

@@ -29,6 +29,7 @@ int64_t check_dim(const char* what, int64_t d, int64_t ndim, size_t index, const
 // lose the mapped batch dim when `drop_td_dim`.
 Value map_in(const Value& v, int64_t in_dim, size_t arg,
              const std::function<Tensor(const Tensor&, int64_t)>& leaf, bool drop_td_dim) {
+  const ValueDepthGuard depth;
   switch (v.kind()) {
     case Value::Kind::Tensor: {
       const Tensor& t = v.tensor();
@@ -87,6 +88,7 @@ Tensor finish_leaf(const Tensor& t, std::optional<int64_t> od, const OutCtx& c) 
 // concatenates chunk results.
 Value finish(const std::vector<Value>& outs, std::optional<int64_t> od,
              const std::vector<OutCtx>& cs) {
+  const ValueDepthGuard depth;
   const Value& v = outs[0];
   const OutCtx& c0 = cs[0];
   auto per_chunk = [&](auto&& get) {
@@ -189,6 +191,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     if (!in_dims[i]) continue;
     const int64_t in_dim = *in_dims[i];
     auto collect = [&](const Value& v, auto&& self) -> void {
+      const ValueDepthGuard depth;
       switch (v.kind()) {
         case Value::Kind::Tensor: {
           const Tensor& t = v.tensor();

@@ -169,6 +169,7 @@ int run_bench(BenchOptions o) {
     if (!o.workloads.empty()) throw UsageError("--workload and --mlp cannot be combined");
     // a workload needs a set to build its module from; a batch may be empty
     if (o.sets <= 0) throw UsageError("--sets must be positive");
+    if (o.batch < 0) throw UsageError("--batch must not be negative");
     // the name is a field of tab-separated lines and a JSON string
     if (std::any_of(o.name.begin(), o.name.end(),
                     [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
@@ -178,7 +179,6 @@ int run_bench(BenchOptions o) {
     } catch (const nlohmann::json::type_error&) {
       throw UsageError("--name is not valid UTF-8");
     }
-    if (o.batch < 0) throw UsageError("--batch must not be negative");
     make_mlp(o.mlp, 0);  // validates the sizes
     todo.push_back(
         {o.name, o.sets, o.mlp, o.batch, o.per_set, o.dropout, td::parse_randomness(o.randomness)});

@@ -9,12 +9,13 @@ namespace {
 // B*, dims -> B*(reduced); 0-d per-set tensors reduce a size-1 stand-in dim
 std::vector<Batched> reduce_rule(const RuleContext& ctx, std::span<const Batched> in,
                                  const OpAttrs& attrs) {
-  const char* name = op_name(ctx.op);
   Tensor x = move_bdim_to_front(in[0]);
   int64_t rank = logical_rank(in[0]);
   OpAttrs a = attrs;
-  // the stacked call would name the stacked shape and the shifted dims
-  impl::check_reduce(ctx.op, per_set_shape(in[0]), x.dtype(), attrs.dims, "per-set shape");
+  // checked per set (the stacked call would name the stacked shape and the shifted dims); the
+  // per-set dims come back normalised, all of them for none
+  const IntList dims =
+      impl::check_reduce(ctx.op, per_set_shape(in[0]), x.dtype(), attrs.dims, "per-set shape");
   bool arg = ctx.op == OpId::argmax || ctx.op == OpId::argmin;
   if (rank == 0) {
     a.dims = {1};
@@ -36,11 +37,7 @@ std::vector<Batched> reduce_rule(const RuleContext& ctx, std::span<const Batched
     return one(r, 0);
   }
   a.dims.clear();
-  if (attrs.dims.empty()) {
-    for (int64_t d = 1; d <= rank; ++d) a.dims.push_back(d);
-  } else {
-    for (int64_t d : attrs.dims) a.dims.push_back(wrap_dim(name, d, rank) + 1);
-  }
+  for (int64_t d : dims) a.dims.push_back(d + 1);
   return one(call_op(ctx.op, {&x, 1}, a)[0], 0);
 }
 

@@ -3,6 +3,7 @@
 // td writes "__metadata__": {"td.batch_size": "[4]"} so that a load can restore the batch size,
 // and "td.batch_size.KEY" for a nested dict KEY with batch dims beyond its parent's.
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -110,17 +111,29 @@ void convert(const std::string& name, const char* src, void* dst, int64_t n) {
   }
 }
 
+// "[4, 2]" as a Shape prints -> {4, 2}; anything else ("[3abc]", "[4,]", "[-1]") is an error.
 Shape parse_shape_str(const std::string& s) {
-  // "[4, 2]" -> {4, 2}; anything else is an error.
+  auto bad = [] { return ValueError("bad batch_size"); };
+  if (s.size() < 2 || s.front() != '[' || s.back() != ']') throw bad();
   Shape out;
-  if (s.size() < 2 || s.front() != '[' || s.back() != ']') throw ValueError("bad batch_size");
-  std::stringstream ss(s.substr(1, s.size() - 2));
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    size_t pos = 0;
-    long long v = std::stoll(item, &pos);
-    if (v < 0) throw ValueError("bad batch_size");
+  const char* p = s.data() + 1;
+  const char* end = s.data() + s.size() - 1;
+  auto skip_spaces = [&] {
+    while (p < end && *p == ' ') ++p;
+  };
+  skip_spaces();
+  while (p < end) {
+    int64_t v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || v < 0) throw bad();
     out.push_back(v);
+    p = next;
+    skip_spaces();
+    if (p == end) break;
+    if (*p != ',') throw bad();
+    ++p;
+    skip_spaces();
+    if (p == end) throw bad();
   }
   return out;
 }
@@ -156,7 +169,8 @@ void TensorDict::save_safetensors(const std::string& path) const {
       [&](const TensorDict& d, const std::string& prefix) {
         for (const auto& [k, e] : d.items())
           if (const auto* sub = std::get_if<TensorDict>(&e)) {
-            if (sub->batch_dims() > d.batch_dims()) {
+            // extra batch dims, or a dict without tensors, which the entries alone would lose
+            if (sub->batch_dims() > d.batch_dims() || sub->leaves().empty()) {
               std::ostringstream s;
               s << sub->batch_size();
               meta["td.batch_size." + prefix + k] = s.str();
@@ -216,9 +230,13 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   read(head, n);
   if (head.size() < n)
     fail("header length ", n, " runs beyond the end of the file (", 8 + head.size(), " bytes)");
-  json header = json::parse(head, nullptr, false);
+  // as the reference reader: the JSON starts the header; a raw NUL is never valid JSON (nlohmann
+  // would stop reading there and take NUL padding or trailing bytes)
+  if (!head.empty() && head.front() != '{')
+    fail("the header is not a JSON object: it does not start with '{'");
+  json header = head.find('\0') == std::string::npos ? json::parse(head, nullptr, false)
+                                                     : json(json::value_t::discarded);
   if (header.is_discarded()) fail("the header is not valid JSON");
-  if (!header.is_object()) fail("the header is not a JSON object");
   std::string bytes;
   try {
     bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
@@ -243,10 +261,12 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
     const json& v = it.value();
     if (key == "__metadata__") {
       if (!v.is_object()) fail("__metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m)
+        if (!m.value().is_string())
+          fail("__metadata__ '", m.key(), "' is not a string (the format maps strings to strings)");
       if (v.contains("td.batch_size")) {
         const json& b = v["td.batch_size"];
         try {
-          if (!b.is_string()) throw ValueError("");
           meta_batch = parse_shape_str(b.get<std::string>());
           has_meta_batch = true;
         } catch (const std::exception&) {
@@ -257,7 +277,6 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (m.key().rfind(prefix, 0) != 0) continue;
         try {
-          if (!m.value().is_string()) throw ValueError("");
           nested_batch.emplace_back(m.key().substr(prefix.size()),
                                     parse_shape_str(m.value().get<std::string>()));
         } catch (const std::exception&) {
@@ -305,16 +324,25 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
            too_many ? std::string("more than 2^64") : std::to_string(need));
     items.push_back(std::move(item));
   }
-  // entries with data, by position: each must end before the next begins (an empty entry in
-  // between must not hide an overlap)
+  // As the reference reader: the entries, by position, tile the data exactly, without overlaps,
+  // holes or bytes after the last (an empty entry too must sit between two others, not inside one).
   std::vector<const Item*> sorted;
-  for (const auto& i : items)
-    if (i.begin != i.end) sorted.push_back(&i);
-  std::sort(sorted.begin(), sorted.end(),
-            [](const Item* a, const Item* b) { return a->begin < b->begin; });
-  for (size_t i = 1; i < sorted.size(); ++i)
-    if (sorted[i]->begin < sorted[i - 1]->end)
-      fail("the data of '", sorted[i - 1]->key, "' and '", sorted[i]->key, "' overlap");
+  for (const auto& i : items) sorted.push_back(&i);
+  std::sort(sorted.begin(), sorted.end(), [](const Item* a, const Item* b) {
+    return std::pair(a->begin, a->end) < std::pair(b->begin, b->end);
+  });
+  uint64_t covered = 0;  // data bytes [0, covered) belong to the entries seen
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i]->begin < covered)
+      fail("the data of '", sorted[i - 1]->key, "' [", sorted[i - 1]->begin, ", ",
+           sorted[i - 1]->end, ") and '", sorted[i]->key, "' [", sorted[i]->begin, ", ",
+           sorted[i]->end, ") overlap");
+    if (sorted[i]->begin > covered)
+      fail("data bytes [", covered, ", ", sorted[i]->begin, ") belong to no entry");
+    covered = sorted[i]->end;
+  }
+  if (covered != data_size)
+    fail("data bytes [", covered, ", ", data_size, ") after the last entry belong to no entry");
 
   if (batch_size.empty() && has_meta_batch) batch_size = meta_batch;
   TensorDict out;
@@ -351,22 +379,25 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   } catch (const ValueError& e) {
     fail(e.what());
   }
-  // nested dicts' extra batch dims, where the saved root batch size is the one in use
-  if (!has_meta_batch || batch_size == meta_batch)
-    for (const auto& [k, bs] : nested_batch) {
-      TensorDict sub;
-      try {
-        sub = out.get_dict(k);
-      } catch (const std::exception&) {
-        fail("__metadata__ gives a batch size for '", k, "', which is not a nested dict");
-      }
-      try {
-        sub.set_batch_size(bs);
-        out.set(k, std::move(sub));
-      } catch (const ValueError& e) {
-        fail("the batch size of '", k, "': ", e.what());
-      }
+  // nested dicts' extra batch dims, where the saved root batch size is the one in use, and the
+  // dicts that hold no tensor (which only the metadata names)
+  const bool saved_root = !has_meta_batch || batch_size == meta_batch;
+  for (const auto& [k, bs] : nested_batch) {
+    TensorDict sub;
+    try {
+      const bool empty = !out.contains(k);
+      if (!empty && !saved_root) continue;
+      sub = empty ? TensorDict() : out.get_dict(k);
+    } catch (const std::exception&) {
+      fail("__metadata__ gives a batch size for '", k, "', which is not a nested dict");
     }
+    try {
+      sub.set_batch_size(saved_root ? bs : batch_size);
+      out.set(k, std::move(sub));
+    } catch (const std::exception& e) {
+      fail("the batch size of '", k, "': ", e.what());
+    }
+  }
   return out;
 }
 

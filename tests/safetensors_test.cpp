@@ -131,6 +131,29 @@ TEST_CASE("safetensors: a nested dict's extra batch dims survive a save and load
   std::remove(path.c_str());
 }
 
+TEST_CASE("safetensors: nested dicts without tensors survive a save and load") {
+  TensorDict d({2});
+  d.set("w", ones({2, 3}));
+  d.set("e", TensorDict({2}));
+  TensorDict n({2});
+  n.set("deep", TensorDict({2, 4}));
+  d.set("n", n);  // holds only an empty dict
+  const std::string path = tmp_path("empty_dicts");
+  d.save_safetensors(path);
+  const TensorDict l = TensorDict::load_safetensors(path);
+  CHECK(l.keys() == std::vector<std::string>{"w", "e", "n"});
+  CHECK(l.get_dict("e").items().empty());
+  CHECK(l.get_dict("e").batch_size() == Shape{2});
+  CHECK(l.get_dict("n").keys() == std::vector<std::string>{"deep"});
+  CHECK(l.get_dict("n.deep").batch_size() == Shape{2, 4});
+  CHECK(l.get_dict("n.deep").items().empty());
+  // loaded with another batch size, the empty dicts take it
+  const TensorDict r = TensorDict::load_safetensors(path, {2, 3});
+  CHECK(r.get_dict("e").batch_size() == Shape{2, 3});
+  CHECK(r.get_dict("n.deep").batch_size() == Shape{2, 3});
+  std::remove(path.c_str());
+}
+
 TEST_CASE("safetensors: an empty entry with large dims before its zero loads") {
   // the size guard used to multiply the dims before the zero and compare with the data size
   std::string path = tmp_path("empty_only");
@@ -259,15 +282,46 @@ TEST_CASE("safetensors: corrupted files raise ValueError naming the file and the
                ok_data),
        "overlap"},
       {"overlap behind an empty entry",
+       file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+               R"("e":{"dtype":"F32","shape":[0],"data_offsets":[8,8]},)"
+               R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+               ok_data),
+       "the data of 'a' [0, 8) and 'b' [4, 12) overlap"},
+      {"empty entry inside another's data",
        file_of(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,12]},)"
-               R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]},)"
+               R"("e":{"dtype":"F32","shape":[0],"data_offsets":[4,4]}})",
+               ok_data),
+       "the data of 'a' [0, 12) and 'e' [4, 4) overlap"},
+      {"hole between entries",
+       file_of(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
                R"("b":{"dtype":"F32","shape":[1],"data_offsets":[8,12]}})",
                ok_data),
-       "the data of 'a' and 'b' overlap"},
+       "data bytes [4, 8) belong to no entry"},
+      {"hole before the first entry",
+       file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", ok_data),
+       "data bytes [0, 4) belong to no entry"},
+      {"bytes after the last entry",
+       file_of(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", ok_data),
+       "data bytes [8, 12) after the last entry"},
+      {"data and no entry", file_of("{}", ok_data), "data bytes [0, 12) after the last entry"},
+      {"duplicate key leaving a hole",  // JSON readers keep the last of two equal keys
+       file_of(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
+               R"("a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+               ok_data),
+       "data bytes [0, 4) belong to no entry"},
+      {"byte-order mark", file_of("\xEF\xBB\xBF{}", ""), "does not start with '{'"},
+      {"leading space", file_of(" {}", ""), "does not start with '{'"},
+      {"NUL padding", file_of(std::string("{}\0\0", 4), ""), "not valid JSON"},
+      {"metadata value not a string", file_of(R"({"__metadata__": {"format": 1}})", ""),
+       "__metadata__ 'format' is not a string"},
+      {"batch size metadata with junk",
+       file_of(R"({"__metadata__": {"td.batch_size": "[3abc]"}})", ""), "td.batch_size"},
+      {"batch size metadata with a trailing comma",
+       file_of(R"({"__metadata__": {"td.batch_size": "[3,]"}})", ""), "td.batch_size"},
       {"empty shape overflowing int64",
        file_of(R"({"a":{"dtype":"F32","shape":[9223372036854775807,9223372036854775807,0],)"
                R"("data_offsets":[0,0]}})",
-               ok_data),
+               ""),
        "entry 'a': [empty] shape"},
       {"bytes overflowing 64 bits",
        file_of(R"({"a":{"dtype":"F64","shape":[1,4611686018427387904],"data_offsets":[0,12]}})",
@@ -279,15 +333,15 @@ TEST_CASE("safetensors: corrupted files raise ValueError naming the file and the
        "BOOL"},
       {"key clash",
        file_of(R"({"a.b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-               R"("a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+               R"("a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                ok_data),
        "'a'"},
       {"key clash reversed",
        file_of(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},)"
-               R"("a.b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+               R"("a.b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                ok_data),
        "'a"},
-      {"bad key", file_of(R"({"a..b":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", ok_data),
+      {"bad key", file_of(R"({"a..b":{"dtype":"F32","shape":[3],"data_offsets":[0,12]}})", ok_data),
        "a..b"},
       {"metadata not an object", file_of(R"({"__metadata__": 3})", ""), "__metadata__"},
       {"bad batch size metadata", file_of(R"({"__metadata__": {"td.batch_size": "[x]"}})", ""),

@@ -2,10 +2,13 @@
 
 #include <cxxabi.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <ostream>
 #include <sstream>
 #include <typeinfo>
+#include <unordered_set>
 
 namespace td::nn {
 
@@ -26,6 +29,37 @@ const Tensor& resolve_slot(const TensorSlot* slot) {
 
 const Tensor& Param::get() const { return resolve_slot(slot_); }
 
+namespace {
+// The entries named first_key and key are for the same slot (a submodule used twice).
+void check_tie(const char* what, const TensorSlot& slot, const std::string& first_key,
+               const Tensor& a, const std::string& key, const Tensor& b) {
+  if (a.is_same(b) || a.is_batched() || b.is_batched()) return;
+  if (a.shape() == b.shape() && a.dtype() == b.dtype()) {
+    const Tensor ca = a.contiguous(), cb = b.contiguous();
+    const size_t n = static_cast<size_t>(ca.numel()) * dtype_size(ca.dtype());
+    if (n == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), n) == 0) return;
+  }
+  throw_error<ValueError>("[", what, "] params gives '", first_key, "' and '", key,
+                          "' different tensors, but they name one ",
+                          slot.is_buffer ? "buffer" : "parameter",
+                          " (a submodule used twice): make the two entries equal, or give each "
+                          "use its own submodule");
+}
+
+// given[i]: the entry for slots[i], or nullptr. The entries for one slot must agree.
+void check_ties(const char* what, const std::vector<std::pair<std::string, TensorSlot*>>& slots,
+                const std::vector<const Tensor*>& given) {
+  std::unordered_map<const TensorSlot*, size_t> first;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (!given[i]) continue;
+    auto [it, fresh] = first.emplace(slots[i].second, i);
+    if (!fresh)
+      check_tie(what, *slots[i].second, slots[it->second].first, *given[it->second], slots[i].first,
+                *given[i]);
+  }
+}
+}  // namespace
+
 // Pairs m's slots (own parameters, own buffers, then each child's, as named_slots() orders
 // them) with d's entries walked in the same order, comparing names level by level: no dotted
 // names are built. False at the first difference; the caller then matches by name.
@@ -38,7 +72,7 @@ bool ParameterOverride::pair_in_order(const Module& m, const TensorDict& d) {
       if (i >= items.size() || items[i].first != n) return false;
       const auto* t = std::get_if<Tensor>(&items[i].second);
       if (!t || t->shape() != s->value.shape()) return false;
-      map_.emplace(s.get(), *t);
+      if (!map_.emplace(s.get(), *t).second) return false;  // a tie: checked by name
       ++i;
     }
   for (const auto& [n, c] : m.children_) {
@@ -87,9 +121,34 @@ ParameterOverride::ParameterOverride(const Module& root, const TensorDict& param
                               "' that is not a parameter or buffer of ", root.type_name());
     }
   }
+  check_ties("ParameterOverride", slots, given);
   map_.reserve(slots.size());
   for (size_t i = 0; i < slots.size(); ++i) map_.emplace(slots[i].second, *given[i]);
   tl_override = this;
+}
+
+void ParameterOverride::check_tied(const Module& root, const TensorDict& params, const char* what) {
+  // most trees use each module once: a walk without names says whether to look further
+  SmallVector<const Module*, 16> seen;
+  bool shared = false;
+  auto walk = [&](const Module& m, auto&& self) -> void {
+    if (std::find(seen.begin(), seen.end(), &m) != seen.end()) {
+      shared = true;
+      return;
+    }
+    seen.push_back(&m);
+    for (const auto& [n, c] : m.children_) self(*c, self);
+  };
+  walk(root, walk);
+  if (!shared) return;
+  const auto slots = root.named_slots();
+  const auto leaves = params.leaves();
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [k, t] : leaves) by_name.emplace(k, &t);
+  std::vector<const Tensor*> given(slots.size(), nullptr);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (auto it = by_name.find(slots[i].first); it != by_name.end()) given[i] = it->second;
+  check_ties(what, slots, given);
 }
 
 ParameterOverride::~ParameterOverride() { tl_override = prev_; }
@@ -181,10 +240,13 @@ void Module::add_module_(const std::string& name, std::shared_ptr<Module> m) {
 
 namespace {
 void collect(const Module& m, const std::string& prefix, bool buffers,
-             std::vector<std::pair<std::string, Tensor>>& out) {
+             std::vector<std::pair<std::string, Tensor>>& out,
+             std::unordered_set<const TensorImpl*>& seen) {
   for (const auto& [n, s] : m.own_slots())
-    if (s->is_buffer == buffers && s->value.defined()) out.emplace_back(prefix + n, s->value);
-  for (const auto& [n, c] : m.named_children()) collect(*c, prefix + n + ".", buffers, out);
+    if (s->is_buffer == buffers && s->value.defined() &&
+        seen.insert(s->value.impl_ptr().get()).second)
+      out.emplace_back(prefix + n, s->value);
+  for (const auto& [n, c] : m.named_children()) collect(*c, prefix + n + ".", buffers, out, seen);
 }
 void collect_slots(const Module& m, const std::string& prefix,
                    std::vector<std::pair<std::string, TensorSlot*>>& out) {
@@ -197,12 +259,14 @@ void collect_slots(const Module& m, const std::string& prefix,
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect(*this, "", false, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect(*this, "", false, out, seen);
   return out;
 }
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect(*this, "", true, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect(*this, "", true, out, seen);
   return out;
 }
 std::vector<Tensor> Module::parameters() const {
@@ -220,8 +284,10 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modul
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
   std::shared_ptr<Module> self = weak_from_this().lock();
   out.emplace_back("", self);  // null when the module is not held by a shared_ptr
+  std::unordered_set<const Module*> seen{this};
   for (const auto& [n, c] : children_)
-    for (auto& [sub, m] : c->named_modules()) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
+    for (auto& [sub, m] : c->named_modules())
+      if (seen.insert(m.get()).second) out.emplace_back(sub.empty() ? n : n + "." + sub, m);
   return out;
 }
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {

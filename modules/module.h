@@ -50,7 +50,9 @@ class Param {
 // Substitutes tensors for the parameters and buffers of `root` and its submodules on this
 // thread while alive; keys are dotted names as in named_parameters()/named_buffers().
 // Validates first: a missing or extra key is a KeyError, a shape that differs from the
-// module's tensor a ValueError. Overrides nest (the innermost wins).
+// module's tensor a ValueError. A submodule used twice has each slot under two names: the two
+// entries must be one tensor or equal (ValueError naming both): one slot takes one tensor.
+// Overrides nest (the innermost wins).
 class ParameterOverride {
  public:
   ParameterOverride(const Module& root, const TensorDict& params);
@@ -61,6 +63,11 @@ class ParameterOverride {
   const Tensor* find(const TensorSlot* slot) const;
   const ParameterOverride* previous() const { return prev_; }
   static bool any_active();  // on this thread
+  // The check of tied entries alone (`what` names the caller): for to_module, and for params
+  // stacked over sets, whose per-set views inside vmap an override cannot compare
+  // (functional_vmap checks the stacked dict first).
+  static void check_tied(const Module& root, const TensorDict& params,
+                         const char* what = "ParameterOverride");
 
  private:
   bool pair_in_order(const Module& m, const TensorDict& d);
@@ -93,7 +100,9 @@ class Module : public std::enable_shared_from_this<Module> {
     return m;
   }
 
-  // Tree walks: dotted names, insertion order, recursive.
+  // Tree walks: dotted names, insertion order, recursive. As torch's, they list a tensor or a
+  // module met twice (a submodule used twice, a tied weight) once, under its first name;
+  // named_children() and from_module() keep every name.
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_buffers() const;
   std::vector<Tensor> parameters() const;

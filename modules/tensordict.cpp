@@ -438,6 +438,7 @@ TensorDict::ModuleGuard TensorDict::to_module(nn::Module& m) const {
     if (m.find_slot(k) == nullptr)
       throw_error<KeyError>("[to_module] extra key '", k, "' is not a parameter or buffer of ",
                             m.type_name());
+  nn::ParameterOverride::check_tied(m, *this, "to_module");
   std::vector<std::pair<std::string, Tensor>> saved;
   for (auto& [name, slot] : slots) {
     saved.emplace_back(name, slot->value);
@@ -457,8 +458,10 @@ TensorDict::ModuleGuard::ModuleGuard(ModuleGuard&& o) noexcept
 
 TensorDict::ModuleGuard::~ModuleGuard() {
   if (!module_) return;
-  for (auto& [name, t] : saved_)
-    if (nn::TensorSlot* s = module_->find_slot(name)) s->value = std::move(t);
+  // backwards: a submodule used twice saved its slot twice, the second time holding the first
+  // substitute
+  for (auto it = saved_.rbegin(); it != saved_.rend(); ++it)
+    if (nn::TensorSlot* s = module_->find_slot(it->first)) s->value = std::move(it->second);
 }
 
 // ---- printing ----

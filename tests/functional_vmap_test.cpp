@@ -618,6 +618,46 @@ TEST_CASE("the module is never mutated; an exception leaves module and params as
               loop_reference(*nets[0], params, {x}, {}, {})));
 }
 
+TEST_CASE("a submodule used twice takes one tensor per set; tied entries that differ are refused") {
+  manual_seed(9);
+  auto nets = ensemble(3, [] {
+    auto lin = std::make_shared<nn::Linear>(3, 3);
+    return std::make_shared<nn::Sequential>(
+        std::initializer_list<std::shared_ptr<nn::Module>>{lin, std::make_shared<nn::ReLU>(), lin});
+  });
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({5, 3});
+  std::vector<Tensor> want;
+  for (int64_t i = 0; i < 3; ++i) {
+    const Tensor w = params.get("0.weight").select(0, i), b = params.get("0.bias").select(0, i);
+    want.push_back(linear(relu(linear(x, w, b)), w, b));
+  }
+  const nn::FunctionalVmapOptions o{.params = params, .args = {x}};
+  const Tensor whole = functional_vmap(*nets[0], o).tensor();
+  CHECK(close(whole, stack(want, 0)));
+  check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 2});
+
+  // a value given for one use only would be dropped: refused, batched, chunked, looped, unbatched
+  TensorDict edited = params.clone();
+  edited.set("2.weight", params.get("2.weight") + 1.0);
+  for (int mode = 0; mode < 3; ++mode) {
+    CAPTURE(mode);
+    nn::FunctionalVmapOptions e{.params = edited, .args = {x}};
+    if (mode == 1) e.chunk_size = 2;
+    if (mode == 2) e.loop = true;
+    td::test::check_throws_mentioning<ValueError>(
+        [&] { functional_vmap(*nets[0], e); },
+        "[functional_vmap] params gives '0.weight' and '2.weight' different tensors");
+  }
+  td::test::check_throws_mentioning<ValueError>(
+      [&] { functional_vmap(*nets[0], {.params = edited[1], .args = {x}}); },
+      "'0.weight' and '2.weight'");
+  // the same tensor under both names
+  edited.set("2.weight", edited.get("0.weight"));
+  CHECK(functional_vmap(*nets[0], {.params = edited, .args = {x}}).tensor().shape() ==
+        Shape{3, 5, 3});
+}
+
 TEST_CASE("two threads on one module with different params") {
   manual_seed(8);
   auto nets = ensemble(4, [] { return mlp(3, 8, 2); });

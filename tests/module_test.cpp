@@ -150,6 +150,67 @@ TEST_CASE("named_parameters, named_buffers, named_modules in insertion order") {
   CHECK(t->find_slot("seq.1.x") == nullptr);
 }
 
+namespace {
+// Sequential(lin, ReLU, lin): one Linear used twice.
+std::shared_ptr<nn::Sequential> twice_used(int64_t features) {
+  auto lin = std::make_shared<nn::Linear>(features, features);
+  return std::make_shared<nn::Sequential>(
+      std::initializer_list<std::shared_ptr<nn::Module>>{lin, std::make_shared<nn::ReLU>(), lin});
+}
+struct TiedPair : nn::Module {
+  TiedPair() {
+    Tensor t = ones({2});
+    register_parameter("a", t);
+    register_parameter("b", t);
+  }
+};
+std::vector<std::string> names_of(const auto& named) {
+  std::vector<std::string> out;
+  for (const auto& [n, x] : named) out.push_back(n);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a submodule used twice and a tensor registered twice are listed once, as in torch") {
+  auto seq = twice_used(2);
+  CHECK(names_of(seq->named_parameters()) == std::vector<std::string>{"0.weight", "0.bias"});
+  CHECK(seq->parameters().size() == 2);
+  CHECK(names_of(seq->named_modules()) == std::vector<std::string>{"", "0", "1"});
+  // the module's structure keeps every use
+  CHECK(names_of(seq->named_children()) == std::vector<std::string>{"0", "1", "2"});
+  CHECK(TensorDict::from_module(*seq).keys(true, true) ==
+        std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  TiedPair tied;
+  CHECK(names_of(tied.named_parameters()) == std::vector<std::string>{"a"});
+  CHECK(tied.parameters().size() == 1);
+  CHECK(TensorDict::from_module(tied).keys() == std::vector<std::string>{"a", "b"});
+}
+
+TEST_CASE(
+    "to_module on a submodule used twice: equal entries go in, the module gets its own back") {
+  auto seq = twice_used(2);
+  auto lin = std::dynamic_pointer_cast<nn::Linear>(seq->children()[0]);
+  const Tensor w0 = lin->weight.get();
+  TensorDict p = TensorDict::from_module(*seq).apply([](const Tensor& t) { return t * 2.0; });
+  {
+    auto guard = p.to_module(*seq);
+    CHECK(equal(lin->weight.get(), w0 * 2.0));
+  }
+  CHECK(lin->weight.get().is_same(w0));  // the old guard put back 0.weight's substitute
+  p.set("2.bias", zeros({2}));
+  check_throws_mentioning<ValueError>([&] { (void)p.to_module(*seq); },
+                                      "[to_module] params gives '0.bias' and '2.bias' different");
+  CHECK(lin->weight.get().is_same(w0));
+  // ParameterOverride, which functional_vmap uses, refuses them too
+  check_throws_mentioning<ValueError>([&] { nn::ParameterOverride o(*seq, p); },
+                                      "'0.bias' and '2.bias'");
+  p.set("2.bias", p.get("0.bias"));  // one tensor under both names
+  nn::ParameterOverride o(*seq, p);
+  CHECK(equal(
+      (*seq)(ValueList{ones({1, 2})}).tensor(),
+      linear(relu(linear(ones({1, 2}), w0 * 2.0, p.get("0.bias"))), w0 * 2.0, p.get("0.bias"))));
+}
+
 TEST_CASE("train and eval are recursive") {
   auto t = std::make_shared<Tree>();
   CHECK(t->is_training());

@@ -476,6 +476,8 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
     per_set[key] = per_set_value(key, v, dim, batch_size);
   }
   TensorDict flat = nb <= 1 ? params : params.flatten_batch();
+  // inside vmap an override sees each set's view and cannot compare a tied pair: check it here
+  ParameterOverride::check_tied(module, flat, "functional_vmap");
   BufferSnapshot snapshot(module, flat);
 
   try {

@@ -556,7 +556,8 @@ TEST_CASE("an undefined tensor where an op needs one is an error naming the op")
   CHECK(linear(x, randn({4, 3}), Tensor()).shape() == Shape{2, 4});
 }
 
-#if !defined(__SANITIZE_ADDRESS__)  // ASan's shadow memory needs more address space than this
+// ASan's and TSan's shadow memory need more address space than this
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
 TEST_CASE("running out of memory unwinds with an exception, also while tensors are freed") {
   // In a child process limited to its present address space plus 256 MiB: fill it with small
   // tensors until an allocation fails, then free them all while the exception unwinds. Freeing

@@ -228,6 +228,24 @@ TEST_CASE("index_select and gather on a 0-d input: dim 0 or -1 of size 1, as tor
   CHECK_THROWS_AS(gather(s, 0, full({}, int64_t{1})), IndexError);
 }
 
+TEST_CASE("a dim out of range for a 0-d input says 0 dims, with the range torch takes") {
+  const Tensor s = scalar_tensor(5.0);
+  const std::string range = "out of range for a tensor of 0 dims (expected -1 <= dim < 1)";
+  check_throws_mentioning<IndexError>([&] { index_select(s, 2, tensor<int64_t>({0})); },
+                                      "[index_select] dim 2 " + range);
+  check_throws_mentioning<IndexError>([&] { gather(s, 2, full({}, int64_t{0})); },
+                                      "[gather] dim 2 " + range);
+  check_throws_mentioning<IndexError>([&] { gather(s, -2, zeros({3}, kInt64)); },
+                                      "[gather] dim -2 " + range);
+  check_throws_mentioning<IndexError>([&] { s.flatten(1); }, "[flatten] dim 1 " + range);
+  check_throws_mentioning<IndexError>([&] { softmax(s, 1); }, "[softmax] dim 1 " + range);
+  check_throws_mentioning<IndexError>([&] { log_softmax(s, -2); }, "[log_softmax] dim -2 " + range);
+  check_throws_mentioning<IndexError>([&] { s.sum(1); }, "[sum] dim 1 " + range);
+  check_throws_mentioning<IndexError>([&] { s.amax(-2); }, "dim -2 " + range);
+  CHECK(s.sum(-1).item<float>() == 5.f);  // the dims torch takes still work
+  CHECK(softmax(s, 0).item<float>() == 1.f);
+}
+
 TEST_CASE("gather takes a 0-d input or index as 1-D of size 1, as torch") {
   Tensor s = scalar_tensor(5.0);
   Tensor x = tensor({3.f, 4.f, 5.f});

@@ -38,7 +38,7 @@ std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs&
     throw_error<ValueError>("[index_select] index must be 1-D, got shape ", index.shape());
   if (x.dim() == 0) {
     // as torch: dim 0 / -1 of a 0-d input has size 1, and the result is 0-d again
-    normalize_dim("index_select", a.dim, 1);
+    normalize_dim("index_select", a.dim, 0);
     check_scalar_index_select(index.shape());
     for (int64_t v : index.to_vector<int64_t>()) check_index_in_range("index_select", v, 1, 0);
     return {x.clone()};
@@ -76,14 +76,14 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
     throw_error<ValueError>("[gather] index of shape ", index.shape(),
                             " must have as many dims as input of shape ", x.shape());
   if (x.dim() != index.dim()) {
-    normalize_dim("gather", a.dim, 1);
+    normalize_dim("gather", a.dim, x.dim());
     const Tensor flat[] = {x.reshape({x.numel()}), index.reshape({index.numel()})};
     OpAttrs a1 = a;
     a1.dim = 0;
     return {gather_impl(flat, a1)[0].reshape(index.shape())};
   }
   const int64_t nd = x.dim();
-  const int64_t dim = normalize_dim("gather", a.dim, std::max<int64_t>(nd, 1));  // 0-d: 0 or -1
+  const int64_t dim = normalize_dim("gather", a.dim, nd);
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim && index.size(d) > x.size(d))
       throw_error<ValueError>("[gather] index of shape ", index.shape(),

@@ -25,9 +25,7 @@ IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim) {
     for (int64_t d = 0; d < ndim; ++d) out.push_back(d);
     return out;
   }
-  // A 0-d tensor accepts dim 0 / -1 as in PyTorch.
-  const int64_t range = std::max<int64_t>(ndim, 1);
-  for (int64_t d : dims) out.push_back(normalize_dim(op, d, range));
+  for (int64_t d : dims) out.push_back(normalize_dim(op, d, ndim));  // 0-d: dim 0 or -1
   std::sort(out.begin(), out.end());
   if (std::adjacent_find(out.begin(), out.end()) != out.end())
     throw_error<ValueError>("[", op, "] dim appears multiple times in the list of dims ",
@@ -92,7 +90,7 @@ std::vector<Tensor> run_softmax(const char* op, std::span<const Tensor> in, cons
                                 bool log) {
   const Tensor& x = single(op, in);
   check_floating(op, x.shape(), x.dtype(), "shape");
-  int64_t dim = normalize_dim(op, attrs.dim, std::max<int64_t>(x.dim(), 1));
+  int64_t dim = normalize_dim(op, attrs.dim, x.dim());
   if (x.dim() == 0) return {kernels::softmax(x.reshape({1}), 0, log).reshape({})};
   return {kernels::softmax(x, dim, log)};
 }

@@ -214,8 +214,8 @@ std::vector<Tensor> slice_impl(std::span<const Tensor> in, const OpAttrs& a) {
 std::vector<Tensor> flatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
   if (x.dim() == 0) {  // to [1]; its dims are 0 or -1, as torch (nn.Flatten's start 1 is not)
-    normalize_dim("flatten", a.dim, 1);
-    normalize_dim("flatten", a.dim2, 1);
+    normalize_dim("flatten", a.dim, 0);
+    normalize_dim("flatten", a.dim2, 0);
     return {view_as(x, {1}, "flatten", true)};
   }
   int64_t s0 = normalize_dim("flatten", a.dim, x.dim());

@@ -332,6 +332,29 @@ TEST_CASE("vmap: errors name the per-set shapes and the caller's dims, as a call
   says([&] { vmap([](Tensor a) { return a.transpose(0, 1).view({-1}); })(x); },
        "[view] shape [-1] is not compatible with the strides of a tensor of per-set shape [4, 3] "
        "and strides [1, 4]");
+  // element-wise ops that refuse a dtype or a zero divisor: the set that fails says it
+  const Tensor flags = zeros({2, 3, 4}, kBool);
+  says([&] { vmap([](Tensor a) { return -a; })(flags); },
+       "[neg] is not implemented for bool tensors (shape [3, 4]); use logical_not");
+  says([&] { vmap([](Tensor a) { return floor(a); })(flags); },
+       "[floor] is not implemented for bool tensors (shape [3, 4])");
+  says([&] { vmap([](Tensor a) { return ~a; })(x); },
+       "[bitwise_not] is not implemented for floating tensors (got float32 of shape [3, 4])");
+  says(
+      [&] {
+        vmap([](Tensor a, Tensor b) { return pow(a, b); }, {.in_dims = {0, std::nullopt}})(
+            flags, flags[0][0]);
+      },
+      "[pow] is not implemented for bool tensors (shapes [3, 4] and [4])");
+  // set 1's divisor holds the 0; set 0's is fine
+  const Tensor divisor = ones({2, 3, 4}, kInt64);
+  divisor[1][2][1].fill_(0);
+  says([&] { vmap([](Tensor a, Tensor b) { return remainder(a, b); })(i, divisor); },
+       "[remainder] ZeroDivisionError: an integer divisor (shape [3, 4]) holds 0");
+  // no set to run: the stacked call's error stands
+  CHECK_THROWS_AS(vmap([](Tensor a) { return -a; })(zeros({0, 3}, kBool)), TypeError);
+  // nested: the innermost set's shape
+  says([&] { vmap(vmap([](Tensor a) { return -a; }))(flags); }, "(shape [4])");
   // the unbatched calls say the same of their own shapes
   CHECK(has(message_of([&] { mean(i[0]); }), "got td.int64 of shape [4]"));
   CHECK(has(message_of([&] { add(x[0], randn({5})); }), "[add] shapes [3, 4] and [5]"));

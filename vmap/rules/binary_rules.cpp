@@ -18,11 +18,15 @@ std::vector<Batched> broadcast_rule(const RuleContext& ctx, std::span<const Batc
     return one(call_op(ctx.op, args, attrs)[0], 0);
   } catch (const ValueError&) {
     // the stacked shapes broadcast exactly when the per-set ones do: name those (where folds
-    // its three as its unbatched call does); any other ValueError stands
+    // its three as its unbatched call does)
     Shape s = per_set_shape(in[0]);
     for (size_t i = 1; i < in.size(); ++i)
       s = broadcast_shapes(op_name(ctx.op), s, per_set_shape(in[i]), "per-set shapes");
-    throw;
+    rethrow_per_set(ctx, in, attrs);
+  } catch (const std::logic_error&) {  // a dtype the op refuses: the message names a set's shapes
+    rethrow_per_set(ctx, in, attrs);
+  } catch (const RuntimeError&) {  // an integer division by zero: names the set's divisor
+    rethrow_per_set(ctx, in, attrs);
   }
 }
 

@@ -7,7 +7,13 @@ namespace {
 // B* -> B* (same bdim)
 std::vector<Batched> unary_rule(const RuleContext& ctx, std::span<const Batched> in,
                                 const OpAttrs& attrs) {
-  return one(call_op(ctx.op, {&in[0].value, 1}, attrs)[0], in[0].bdim);
+  try {
+    return one(call_op(ctx.op, {&in[0].value, 1}, attrs)[0], in[0].bdim);
+  } catch (const std::logic_error&) {  // a dtype the op refuses: the message names a set's shape
+    rethrow_per_set(ctx, in, attrs);
+  } catch (const RuntimeError&) {
+    rethrow_per_set(ctx, in, attrs);
+  }
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // safetensors files: 8-byte little-endian header length N, N bytes of JSON
 // {"key": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {...}}, then data.
 // td writes "__metadata__": {"td.batch_size": "[4]"} so that a load can restore the batch size,
-// and "td.batch_size.KEY" for a nested dict KEY with batch dims beyond its parent's.
+// and "td.batch_size.KEY" for a nested dict KEY with batch dims beyond its parent's or with no
+// tensor (which the entries alone would not bring back).
 #include <algorithm>
 #include <charconv>
 #include <cstring>

@@ -336,6 +336,25 @@ TEST_CASE("without chunk_size, a mid-sized ensemble runs in blocks: same values,
   CHECK(blocked_peak * 2 < whole_peak);
 }
 
+TEST_CASE("without chunk_size, small sets with large activations run in blocks too") {
+  // 35 KB of parameters a set but [512, 128] activations (256 KB): blocks of 4 sets
+  auto nets = ensemble(16, [] { return mlp(64, 128, 4); });
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({512, 64});
+  auto run = [&](std::optional<int64_t> c) {
+    reset_peak_memory();
+    const int64_t start = memory_stats().current_bytes;
+    Tensor out =
+        functional_vmap(*nets[0], {.params = params, .args = {x}, .chunk_size = c}).tensor();
+    return std::make_pair(out, memory_stats().peak_bytes - start);
+  };
+  auto [blocked, blocked_peak] = run(std::nullopt);
+  auto [whole, whole_peak] = run(16);
+  CHECK(equal(blocked, whole));
+  CHECK(close(blocked, loop_reference(*nets[0], params, {x}, {}, {})));
+  CHECK(blocked_peak * 2 < whole_peak);
+}
+
 namespace {
 // Restores one thread when a test ends, passing or not.
 struct Threads {

@@ -374,11 +374,13 @@ struct Blocks {
 };
 
 // One thread: evaluated layer by layer over all sets, a mid-sized ensemble's activations (mlp32:
-// 4 MiB a layer) spill from L2 between one layer and the next; in blocks whose parameters fit
-// kBlockBytes they stay in cache (5-8% on the mlp32 workloads). Only where it was measured to
-// pay: a set's parameters between 1/16 and 1/2 of the block (smaller sets, as mlp256_small,
-// gained nothing; larger ones, as mlp8_large, cannot be blocked), and blocks with enough work to
-// hide a module call's overhead.
+// 4 MiB a layer) spill from L2 between one layer and the next; in blocks of kBlockBytes of
+// parameters, or of activations where those are larger, they stay in cache (5-8% on the mlp32
+// workloads; 25-28% on 128 sets of 32-64-64-2 on 256 rows each and 64 sets of 32-128-128-4 on
+// 512 shared rows, whose activations are 2.5-3x their parameters). Only where it was measured
+// to pay: sets of at least 1/16 of the block (smaller ones, as mlp256_small, gained nothing),
+// parameters under half of it (larger ones, as mlp8_large, cannot be blocked), and blocks with
+// enough work to hide a module call's overhead.
 // More threads: blocks of sets run at once, one per thread at a time, instead of every op
 // splitting its sets across the threads and waiting for the slowest at each op; cache-sized
 // blocks for mid-sized sets, one block per thread for small ones. Only outside any vmap or
@@ -392,13 +394,14 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   constexpr double kMinBlockFlops = 16e6, kMinThreadFlops = 4e6;
   const int64_t threads = num_threads();
   if (batch <= 2) return {};
-  int64_t param_bytes = 0, param_count = 0;
+  int64_t param_bytes = 0, param_count = 0, widest = 0;
   // walks the entries rather than leaves(), which would build every dotted key on each call
   auto add_sizes = [&](const TensorDict& d, auto&& self) -> void {
     for (const auto& [key, e] : d.items()) {
       if (const auto* t = std::get_if<Tensor>(&e)) {
         param_count += t->numel() / batch;
         param_bytes += t->numel() / batch * static_cast<int64_t>(dtype_size(t->dtype()));
+        if (t->dim() >= 2) widest = std::max(widest, t->size(1));  // a Linear's out features
       } else {
         self(std::get<TensorDict>(e), self);
       }
@@ -420,8 +423,14 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   const double set_flops = 2.0 * static_cast<double>(param_count * rows);
   const bool mid = param_bytes * 16 >= kBlockBytes;
   if (threads == 1) {
-    const int64_t c = kBlockBytes / param_bytes;
-    if (!mid || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops) return {};
+    // a set's size is the larger of its parameters and a layer's activations (rows times the
+    // widest parameter's out features): either spills from L2 when all sets run at once
+    const int64_t set_bytes =
+        std::max(param_bytes, rows * widest * static_cast<int64_t>(dtype_size(input->dtype())));
+    const int64_t c = kBlockBytes / set_bytes;
+    if (set_bytes * 16 < kBlockBytes || c >= batch ||
+        set_flops * static_cast<double>(c) < kMinBlockFlops)
+      return {};
     return {c, false};
   }
   if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads) ||

@@ -421,16 +421,14 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   if (!input || input->dim() == 0 || input->size(-1) == 0) return {};
   const int64_t rows = input->numel() / input->size(-1) / sets_in_input;
   const double set_flops = 2.0 * static_cast<double>(param_count * rows);
-  const bool mid = param_bytes * 16 >= kBlockBytes;
+  // a set's size is the larger of its parameters and a layer's activations (rows times the
+  // widest parameter's out features): either spills from L2 when many sets run at once
+  const int64_t set_bytes =
+      std::max(param_bytes, rows * widest * static_cast<int64_t>(dtype_size(input->dtype())));
+  const bool mid = set_bytes * 16 >= kBlockBytes;
   if (threads == 1) {
-    // a set's size is the larger of its parameters and a layer's activations (rows times the
-    // widest parameter's out features): either spills from L2 when all sets run at once
-    const int64_t set_bytes =
-        std::max(param_bytes, rows * widest * static_cast<int64_t>(dtype_size(input->dtype())));
     const int64_t c = kBlockBytes / set_bytes;
-    if (set_bytes * 16 < kBlockBytes || c >= batch ||
-        set_flops * static_cast<double>(c) < kMinBlockFlops)
-      return {};
+    if (!mid || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops) return {};
     return {c, false};
   }
   if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads) ||
@@ -441,7 +439,7 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   if (mid) {
     // the cache-sized block (at most 16 sets) whose blocks share out most evenly
     int64_t best_load = batch;
-    for (int64_t c = 1; c <= std::min(kBlockBytes / param_bytes, batch); ++c) {
+    for (int64_t c = 1; c <= std::min(std::max<int64_t>(kBlockBytes / set_bytes, 1), batch); ++c) {
       const int64_t load = ((batch + c - 1) / c + threads - 1) / threads * c;
       if (load <= best_load) best = c, best_load = load;
     }

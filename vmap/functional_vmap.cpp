@@ -428,7 +428,8 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   const bool mid = set_bytes * 16 >= kBlockBytes;
   if (threads == 1) {
     const int64_t c = kBlockBytes / set_bytes;
-    if (!mid || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops) return {};
+    if (!mid || c < 1 || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops)
+      return {};
     return {c, false};
   }
   if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads) ||

@@ -245,6 +245,27 @@ TEST_CASE("Tanh and GELU give the same bits with any chunk_size, loop and input 
   }
 }
 
+// A few input rows take dot products over the weights for any width (six rows from a depth of
+// 64: the second layer here); the output columns of a set sit at other places in the shared
+// input's single product than in a set's own.
+TEST_CASE("a few input rows: the same bits with any chunk_size, loop and input layout") {
+  manual_seed(12);
+  auto nets = ensemble(6, [] { return mlp(37, 70, 10); });
+  TensorDict params = TensorDict::from_modules(nets);
+  for (int64_t rows : {1, 2, 6}) {
+    CAPTURE(rows);
+    Tensor x = randn({rows, 37}), xs = randn({6, rows, 37});
+    const nn::FunctionalVmapOptions shared{.params = params, .args = {x}};
+    const nn::FunctionalVmapOptions per_set{
+        .params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}};
+    for (const auto& o : {shared, per_set}) {
+      const Tensor whole = functional_vmap(*nets[0], o).tensor();
+      CHECK(close(whole, loop_reference(*nets[0], params, o.args, o.kwargs, o.in_dims)));
+      check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 4, 5});
+    }
+  }
+}
+
 // Its score products are small enough for Eigen's coefficient-based product, whose bits on
 // AVX-512 depended on where a set's output sat in the chunk.
 // vmap normalised and then applied the per-set weights in float32; a call alone applies them

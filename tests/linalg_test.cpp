@@ -519,14 +519,16 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
   struct Case {
     int64_t bt, m, n, k;
   };
-  // the first four and the last take the direct loop for tiny products (m * n * k <= 1024)
+  // the first four and the last take the direct loop for tiny products (m * n * k <= 1024); one
+  // and two rows take dot products for any n and k, up to eight rows from a depth of 64
   const std::vector<Case> cases = {
       {1, 1, 1, 1},      {2, 5, 3, 7},      {3, 6, 8, 16},    {2, 7, 9, 0},     {3, 6, 8, 32},
       {2, 13, 16, 33},   {1, 12, 17, 9},    {2, 64, 4, 32},   {2, 19, 33, 300}, {1, 5, 70, 600},
       {2, 300, 20, 300}, {2, 14, 20, 37},   {1, 9, 18, 64},   {1, 8, 17, 301},  {2, 70, 1, 19},
       {1, 33, 2, 40},    {2, 29, 3, 41},    {1, 11, 4, 45},   {2, 130, 2, 8},   {2, 37, 10, 256},
       {1, 20, 13, 47},   {2, 260, 70, 400}, {1, 520, 9, 520}, {2, 40, 14, 20},  {1, 30, 7, 9},
-      {1, 7, 9, 0}};
+      {2, 1, 300, 64},   {1, 2, 70, 601},   {2, 1, 33, 17},   {1, 2, 5, 300},   {2, 7, 45, 130},
+      {1, 8, 19, 64},    {1, 7, 9, 0}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})

@@ -430,7 +430,11 @@ void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int
   }
   // With AVX-512's reduction tree, dot products also beat packing for up to 16 columns once k
   // spans two vectors (Linear(256, 10) over 32 sets of 128 rows: 350 -> 260 us).
-  if ((n <= kDotCols || (W == 16 && n <= 16 && k >= 2 * W)) && xcs == 1 && wcs == 1) {
+  // And for a few rows (an ensemble run on one input or a handful): a packed panel of w^T would
+  // serve one or two tiles, so packing it costs about what the products do; dot products stream
+  // w instead, once k is long enough to pay for their reductions.
+  const bool few_rows = m <= 2 || (m <= 8 && k >= 4 * W);
+  if ((n <= kDotCols || (W == 16 && n <= 16 && k >= 2 * W) || few_rows) && xcs == 1 && wcs == 1) {
     run_dot(x, xrs, w, wrs, bias, bs, y, yrs, m, n, k, relu);
     return;
   }

@@ -68,6 +68,20 @@ void check_same_bits_chunked_and_looped(const nn::Module& m, const nn::Functiona
   CHECK(equal(functional_vmap(m, looped).tensor(), whole));
 }
 
+// functional_vmap of m on a shared input x and on per-set inputs xs (the sets at dim set_dim):
+// each equals the reference loop and gives its bits again chunked and looped.
+void check_shared_and_per_set(nn::Module& m, const TensorDict& params, const Tensor& x,
+                              const Tensor& xs, int64_t set_dim, std::vector<int64_t> chunks) {
+  const nn::FunctionalVmapOptions shared{.params = params, .args = {x}};
+  const nn::FunctionalVmapOptions per_set{
+      .params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", set_dim}}};
+  for (const auto& o : {shared, per_set}) {
+    const Tensor whole = functional_vmap(m, o).tensor();
+    CHECK(close(whole, loop_reference(m, params, o.args, o.kwargs, o.in_dims)));
+    check_same_bits_chunked_and_looped(m, o, whole, chunks);
+  }
+}
+
 }  // namespace
 
 TEST_CASE("the reference page's examples") {
@@ -234,15 +248,9 @@ TEST_CASE("Tanh and GELU give the same bits with any chunk_size, loop and input 
         std::make_shared<nn::Linear>(3, 3), std::make_shared<nn::GELU>()});
   });
   TensorDict params = TensorDict::from_modules(nets);
-  Tensor x = randn({5, 4}), xs = randn({5, 7, 4});  // xs: the sets at dim 1
-  const nn::FunctionalVmapOptions shared{.params = params, .args = {x}};
-  const nn::FunctionalVmapOptions per_set{
-      .params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 1}}};
-  for (const auto& o : {shared, per_set}) {
-    const Tensor whole = functional_vmap(*nets[0], o).tensor();
-    CHECK(close(whole, loop_reference(*nets[0], params, o.args, o.kwargs, o.in_dims)));
-    check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 2, 3, 4, 5, 6, 7});
-  }
+  // the per-set inputs with the sets at dim 1
+  check_shared_and_per_set(*nets[0], params, randn({5, 4}), randn({5, 7, 4}), 1,
+                           {1, 2, 3, 4, 5, 6, 7});
 }
 
 // A few input rows take dot products over the weights for any width (six rows from a depth of
@@ -254,15 +262,8 @@ TEST_CASE("a few input rows: the same bits with any chunk_size, loop and input l
   TensorDict params = TensorDict::from_modules(nets);
   for (int64_t rows : {1, 2, 6}) {
     CAPTURE(rows);
-    Tensor x = randn({rows, 37}), xs = randn({6, rows, 37});
-    const nn::FunctionalVmapOptions shared{.params = params, .args = {x}};
-    const nn::FunctionalVmapOptions per_set{
-        .params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}};
-    for (const auto& o : {shared, per_set}) {
-      const Tensor whole = functional_vmap(*nets[0], o).tensor();
-      CHECK(close(whole, loop_reference(*nets[0], params, o.args, o.kwargs, o.in_dims)));
-      check_same_bits_chunked_and_looped(*nets[0], o, whole, {1, 4, 5});
-    }
+    check_shared_and_per_set(*nets[0], params, randn({rows, 37}), randn({6, rows, 37}), 0,
+                             {1, 4, 5});
   }
 }
 

@@ -346,5 +346,7 @@ TD_INPLACE(fill_, Scalar)
 // ---- comparisons of whole tensors (data-dependent: RuntimeError on batched tensors) ----
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);
 bool equal(const Tensor& a, const Tensor& b);  // same shape and values
+// Same shape, dtype and bits (a NaN matches its own bits, -0 does not match 0).
+bool same_bytes(const Tensor& a, const Tensor& b);
 
 }  // namespace td

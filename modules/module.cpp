@@ -4,11 +4,12 @@
 
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <ostream>
 #include <sstream>
 #include <typeinfo>
 #include <unordered_set>
+
+#include "engine/ops.h"
 
 namespace td::nn {
 
@@ -33,12 +34,7 @@ namespace {
 // The entries named first_key and key are for the same slot (a submodule used twice).
 void check_tie(const char* what, const TensorSlot& slot, const std::string& first_key,
                const Tensor& a, const std::string& key, const Tensor& b) {
-  if (a.is_same(b) || a.is_batched() || b.is_batched()) return;
-  if (a.shape() == b.shape() && a.dtype() == b.dtype()) {
-    const Tensor ca = a.contiguous(), cb = b.contiguous();
-    const size_t n = static_cast<size_t>(ca.numel()) * dtype_size(ca.dtype());
-    if (n == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), n) == 0) return;
-  }
+  if (a.is_same(b) || a.is_batched() || b.is_batched() || same_bytes(a, b)) return;
   throw_error<ValueError>("[", what, "] params gives '", first_key, "' and '", key,
                           "' different tensors, but they name one ",
                           slot.is_buffer ? "buffer" : "parameter",

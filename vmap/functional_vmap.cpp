@@ -1,7 +1,6 @@
 #include "vmap/functional_vmap.h"
 
 #include <algorithm>
-#include <cstring>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -218,12 +217,6 @@ Tensor own_memory(const Tensor& t) {
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.size(d) > 1 && t.stride(d) == 0) v = v.narrow(d, 0, 1);
   return v;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  const Tensor ca = a.contiguous(), cb = b.contiguous();
-  const size_t n = static_cast<size_t>(ca.numel()) * dtype_size(ca.dtype());
-  return n == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), n) == 0;
 }
 
 // fn(key, tensor) for each of the module's buffers that params holds.

@@ -2,6 +2,7 @@
 // allclose/equal.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine/kernels/kernels.h"
 #include "engine/ops.h"
@@ -230,6 +231,13 @@ bool equal(const Tensor& a, const Tensor& b) {
   std::vector<double> va = a.to_vector<double>();
   std::vector<double> vb = b.to_vector<double>();
   return va == vb;
+}
+
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor ca = a.contiguous(), cb = b.contiguous();
+  const size_t n = static_cast<size_t>(ca.numel()) * dtype_size(ca.dtype());
+  return n == 0 || std::memcmp(ca.raw_data(), cb.raw_data(), n) == 0;
 }
 
 }  // namespace td

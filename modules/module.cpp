@@ -42,6 +42,18 @@ void check_tie(const char* what, const TensorSlot& slot, const std::string& firs
                           "use its own submodule");
 }
 
+// given[i]: the leaf named slots[i].first, or nullptr (pointers into leaves).
+std::vector<const Tensor*> match_by_name(
+    const std::vector<std::pair<std::string, TensorSlot*>>& slots,
+    const std::vector<std::pair<std::string, Tensor>>& leaves) {
+  std::unordered_map<std::string, const Tensor*> by_name;
+  for (const auto& [k, t] : leaves) by_name.emplace(k, &t);
+  std::vector<const Tensor*> given(slots.size(), nullptr);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (auto it = by_name.find(slots[i].first); it != by_name.end()) given[i] = it->second;
+  return given;
+}
+
 // given[i]: the entry for slots[i], or nullptr. The entries for one slot must agree.
 void check_ties(const char* what, const std::vector<std::pair<std::string, TensorSlot*>>& slots,
                 const std::vector<const Tensor*>& given) {
@@ -92,17 +104,11 @@ ParameterOverride::ParameterOverride(const Module& root, const TensorDict& param
   map_.clear();
   auto slots = root.named_slots();
   auto leaves = params.leaves();
-  // given[i]: the tensor for slots[i], found by dotted name
-  std::unordered_map<std::string, const Tensor*> by_name;
-  for (const auto& [k, t] : leaves) by_name.emplace(k, &t);
-  std::vector<const Tensor*> given(slots.size(), nullptr);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    auto it = by_name.find(slots[i].first);
-    if (it == by_name.end())
+  const std::vector<const Tensor*> given = match_by_name(slots, leaves);
+  for (size_t i = 0; i < slots.size(); ++i)
+    if (!given[i])
       throw_error<KeyError>("[ParameterOverride] params has no entry for '", slots[i].first,
                             "' of ", root.type_name());
-    given[i] = it->second;
-  }
   for (size_t i = 0; i < slots.size(); ++i) {
     const Shape& want = slots[i].second->value.shape();
     if (given[i]->shape() != want)
@@ -139,12 +145,7 @@ void ParameterOverride::check_tied(const Module& root, const TensorDict& params,
   if (!shared) return;
   const auto slots = root.named_slots();
   const auto leaves = params.leaves();
-  std::unordered_map<std::string, const Tensor*> by_name;
-  for (const auto& [k, t] : leaves) by_name.emplace(k, &t);
-  std::vector<const Tensor*> given(slots.size(), nullptr);
-  for (size_t i = 0; i < slots.size(); ++i)
-    if (auto it = by_name.find(slots[i].first); it != by_name.end()) given[i] = it->second;
-  check_ties(what, slots, given);
+  check_ties(what, slots, match_by_name(slots, leaves));
 }
 
 ParameterOverride::~ParameterOverride() { tl_override = prev_; }

@@ -262,26 +262,23 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
     const json& v = it.value();
     if (key == "__metadata__") {
       if (!v.is_object()) fail("__metadata__ is not an object");
-      for (auto m = v.begin(); m != v.end(); ++m)
-        if (!m.value().is_string())
-          fail("__metadata__ '", m.key(), "' is not a string (the format maps strings to strings)");
-      if (v.contains("td.batch_size")) {
-        const json& b = v["td.batch_size"];
-        try {
-          meta_batch = parse_shape_str(b.get<std::string>());
-          has_meta_batch = true;
-        } catch (const std::exception&) {
-          fail("__metadata__ has a malformed td.batch_size");
-        }
-      }
-      const std::string prefix = "td.batch_size.";
+      const std::string prefix = "td.batch_size.";  // then a nested dict's key
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (m.key().rfind(prefix, 0) != 0) continue;
+        const std::string& k = m.key();
+        if (!m.value().is_string())
+          fail("__metadata__ '", k, "' is not a string (the format maps strings to strings)");
+        if (k != "td.batch_size" && k.rfind(prefix, 0) != 0) continue;
+        Shape shape;
         try {
-          nested_batch.emplace_back(m.key().substr(prefix.size()),
-                                    parse_shape_str(m.value().get<std::string>()));
+          shape = parse_shape_str(m.value().get<std::string>());
         } catch (const std::exception&) {
-          fail("__metadata__ has a malformed ", m.key());
+          fail("__metadata__ has a malformed ", k);
+        }
+        if (k == "td.batch_size") {
+          meta_batch = shape;
+          has_meta_batch = true;
+        } else {
+          nested_batch.emplace_back(k.substr(prefix.size()), shape);
         }
       }
       continue;

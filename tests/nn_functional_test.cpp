@@ -413,6 +413,61 @@ TEST_CASE("pooling against a direct loop") {
   CHECK(std::isnan(max_pool2d(nanx, {2}).item<float>()));
 }
 
+TEST_CASE("max_pool2d: a NaN wins its windows and -inf windows stay -inf, on every path") {
+  // Rows of 40 reach the vector loops (stride 1 and 2) and their scalar tails; the transposed
+  // input the strided one; checked window by window against a loop that looks for the NaN.
+  const int64_t h = 6, w = 40;
+  std::vector<float> v(h * w);
+  for (int64_t i = 0; i < h * w; ++i) v[i] = static_cast<float>((i * 37) % 101) - 50.f;
+  for (int64_t i : {3, 45, 46, 90, 133, 200, 239}) v[i] = std::nanf("");
+  for (int64_t i = 160; i < 200; ++i) v[i] = -std::numeric_limits<float>::infinity();
+  struct Case {
+    int64_t k, s, p;
+  };
+  for (bool transposed : {false, true})
+    for (Case c : {Case{2, 2, 0}, Case{3, 1, 1}, Case{3, 2, 1}, Case{1, 1, 0}}) {
+      CAPTURE(transposed);
+      CAPTURE(c.k);
+      CAPTURE(c.s);
+      Tensor x = tensor(v, {1, 1, h, w});
+      const int64_t H = transposed ? w : h, W = transposed ? h : w;
+      auto at = [&](int64_t iy, int64_t ix) {
+        return transposed ? v[ix * w + iy] : v[iy * w + ix];
+      };
+      if (transposed) x = x.transpose(2, 3);
+      auto [out, idx] = max_pool2d_with_indices(x, {c.k}, {c.s}, {c.p});
+      Tensor plain = max_pool2d(x, {c.k}, {c.s}, {c.p});
+      const int64_t oh = out.size(2), ow = out.size(3);
+      REQUIRE(oh == (H + 2 * c.p - c.k) / c.s + 1);
+      REQUIRE(ow == (W + 2 * c.p - c.k) / c.s + 1);
+      auto o = out.to_vector<float>(), pl = plain.to_vector<float>();
+      auto ix = idx.to_vector<int64_t>();
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          bool any_nan = false;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t i = 0; i < c.k; ++i)
+            for (int64_t j = 0; j < c.k; ++j) {
+              const int64_t iy = oy * c.s - c.p + i, jx = ox * c.s - c.p + j;
+              if (iy < 0 || iy >= H || jx < 0 || jx >= W) continue;
+              any_nan |= std::isnan(at(iy, jx));
+              if (!std::isnan(at(iy, jx))) mx = std::max(mx, at(iy, jx));
+            }
+          const int64_t k = oy * ow + ox;
+          CAPTURE(k);
+          if (any_nan) {
+            CHECK(std::isnan(o[k]));
+            CHECK(std::isnan(pl[k]));
+            CHECK(std::isnan(at(ix[k] / W, ix[k] % W)));
+          } else {
+            CHECK(o[k] == mx);
+            CHECK(pl[k] == mx);
+            CHECK(at(ix[k] / W, ix[k] % W) == mx);
+          }
+        }
+    }
+}
+
 TEST_CASE("pooling errors") {
   check_throws_mentioning<ValueError>(
       [] {

@@ -252,6 +252,22 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
   return g;
 }
 
+// o[k] = max(o[k], src[k * step]) for k in [0, n), a NaN winning as in torch. Written as a max
+// instruction's pattern and a select, so that neither the vector loop nor its scalar tail
+// branches on the data (random data mispredicted every other element); S is the step when known
+// at compile time (0: use `step`).
+template <int64_t S, class T>
+void max_into(T* __restrict o, const T* __restrict src, int64_t n, int64_t step) {
+  const int64_t s = S ? S : step;
+  for (int64_t k = 0; k < n; ++k) {
+    const T v = src[k * s];
+    const T m = v > o[k] ? v : o[k];
+    o[k] = v != v ? v : m;
+  }
+}
+
+// Pools an output row at a time, tap by tap, so the inner loops run along the row; every window
+// still meets its taps in order (rows, then columns), as a window-at-a-time loop would.
 // idx (max only, or null): each window's argmax as iy * W + ix in its input plane, the first
 // maximum, the last NaN, or the first tap when all are -inf, as torch's.
 template <class T>
@@ -276,33 +292,72 @@ void pool_loop(const Tensor& x, T* out, int64_t* idx, const PoolGeom& g, bool is
     const int64_t hi = start >= n ? 0 : std::min(k, (n - 1 - start) / dil + 1);
     return std::array<int64_t, 2>{lo, std::max(lo, hi)};
   };
+  // each output column's taps; for each tap column any window reaches, the output columns
+  // [lo, hi) whose windows reach it and the input column of the first
+  std::vector<std::array<int64_t, 2>> col_taps(g.ow);
+  int64_t jmin = g.k[1], jmax = 0;
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    col_taps[ox] = taps(ox * g.stride[1] - g.pad[1], g.dil[1], g.k[1], g.w);
+    if (col_taps[ox][0] < col_taps[ox][1]) {
+      jmin = std::min(jmin, col_taps[ox][0]);
+      jmax = std::max(jmax, col_taps[ox][1]);
+    }
+  }
+  struct TapCol {
+    int64_t lo, hi, ix0;
+  };
+  std::vector<TapCol> tap_cols;
+  for (int64_t j = jmin; j < jmax; ++j) {
+    const auto [lo, hi] = valid_range(g.ow, g.stride[1], g.pad[1], j * g.dil[1], g.w);
+    if (lo < hi) tap_cols.push_back({lo, hi, lo * g.stride[1] - g.pad[1] + j * g.dil[1]});
+  }
+  std::vector<double> sum(is_max ? 0 : g.ow);
+  const int64_t step = g.stride[1] * st[3];
   for (int64_t b = 0; b < g.n; ++b)
     for (int64_t c = 0; c < g.c; ++c) {
       const T* plane = xp + b * st[0] + c * st[1];
-      for (int64_t oy = 0; oy < g.oh; ++oy)
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
-          const int64_t y0 = oy * g.stride[0] - g.pad[0], x0 = ox * g.stride[1] - g.pad[1];
-          const auto [ilo, ihi] = taps(y0, g.dil[0], g.k[0], g.h);
-          const auto [jlo, jhi] = taps(x0, g.dil[1], g.k[1], g.w);
-          int64_t at = (y0 + ilo * g.dil[0]) * g.w + (x0 + jlo * g.dil[1]);
-          for (int64_t i = ilo; i < ihi; ++i) {
-            const int64_t iy = y0 + i * g.dil[0];
-            for (int64_t j = jlo; j < jhi; ++j) {
-              const int64_t ix = x0 + j * g.dil[1];
-              const double v = plane[iy * st[2] + ix * st[3]];
-              if (!is_max) {
-                acc += v;
-              } else if (v > acc || std::isnan(v)) {  // torch's index: the last NaN
-                acc = v;
-                at = iy * g.w + ix;
+      for (int64_t oy = 0; oy < g.oh; ++oy, out += g.ow) {
+        const int64_t y0 = oy * g.stride[0] - g.pad[0];
+        const auto [ilo, ihi] = taps(y0, g.dil[0], g.k[0], g.h);
+        if (is_max) {
+          std::fill(out, out + g.ow, -std::numeric_limits<T>::infinity());
+          if (idx)
+            for (int64_t ox = 0; ox < g.ow; ++ox)
+              idx[ox] = (y0 + ilo * g.dil[0]) * g.w + ox * g.stride[1] - g.pad[1] +
+                        col_taps[ox][0] * g.dil[1];
+        } else {
+          std::fill(sum.begin(), sum.end(), 0.0);
+        }
+        for (int64_t i = ilo; i < ihi; ++i) {
+          const int64_t iy = y0 + i * g.dil[0];
+          for (const TapCol& tc : tap_cols) {
+            const T* src = plane + iy * st[2] + tc.ix0 * st[3];
+            const int64_t lo = tc.lo, n = tc.hi - tc.lo;
+            if (!is_max) {
+              for (int64_t k = 0; k < n; ++k) sum[lo + k] += src[k * step];
+            } else if (idx) {
+              for (int64_t k = 0; k < n; ++k) {
+                const T v = src[k * step];
+                if (v > out[lo + k] || std::isnan(v)) {  // torch's index: the last NaN
+                  out[lo + k] = v;
+                  idx[lo + k] = iy * g.w + tc.ix0 + k * g.stride[1];
+                }
               }
-              if (is_max && !idx && std::isnan(acc)) break;
+            } else if (step == 1) {
+              max_into<1>(out + lo, src, n, step);
+            } else if (step == 2) {
+              max_into<2>(out + lo, src, n, step);
+            } else {
+              max_into<0>(out + lo, src, n, step);
             }
           }
-          *out++ = static_cast<T>(is_max ? acc : acc / divisor(y0, x0, ihi - ilo, jhi - jlo));
-          if (idx) *idx++ = at;
         }
+        if (idx) idx += g.ow;
+        if (!is_max)
+          for (int64_t ox = 0; ox < g.ow; ++ox)
+            out[ox] = static_cast<T>(sum[ox] / divisor(y0, ox * g.stride[1] - g.pad[1], ihi - ilo,
+                                                       col_taps[ox][1] - col_taps[ox][0]));
+      }
     }
 }
 

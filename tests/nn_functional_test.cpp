@@ -167,6 +167,58 @@ TEST_CASE("batch_norm training: batch stats and running stats updated in place")
   }
 }
 
+TEST_CASE("layer_norm and batch_norm on rows longer than the kernels' vector lanes") {
+  // The kernels sum 16 lanes at a time and then a tail: lengths 37 and 19 reach both, checked
+  // against plain loops in double. Offsets make the mean large against the spread, as real
+  // activations often are.
+  for (DType dt : {kFloat32, kFloat64}) {
+    const double tol = dt == kFloat32 ? 2e-4 : 1e-10;
+    const int64_t rows = 3, d = 37;
+    Tensor x = add(seq({rows, d}, dt, 0.61), full({rows, d}, 40.0, dt));
+    auto xv = x.to_vector<double>();
+    std::vector<double> ref;
+    for (int64_t r = 0; r < rows; ++r) {
+      double m = 0, v = 0;
+      for (int64_t i = 0; i < d; ++i) m += xv[r * d + i] / d;
+      for (int64_t i = 0; i < d; ++i) v += (xv[r * d + i] - m) * (xv[r * d + i] - m) / d;
+      for (int64_t i = 0; i < d; ++i) ref.push_back((xv[r * d + i] - m) / std::sqrt(v + 1e-5));
+    }
+    check_close(layer_norm(x, {d}), ref, tol);
+
+    // batch_norm in training, [n, c] (one value per row and channel) and [n, c, s]
+    struct Case {
+      int64_t n, c, s;
+    };
+    for (Case k : {Case{5, 19, 1}, Case{3, 4, 37}}) {
+      CAPTURE(k.c);
+      Shape shape = k.s == 1 ? Shape{k.n, k.c} : Shape{k.n, k.c, k.s};
+      Tensor bx = add(seq(shape, dt, 0.53), full(shape, -25.0, dt));
+      Tensor rm = zeros({k.c}, dt), rv = ones({k.c}, dt);
+      Tensor y = batch_norm(bx, rm, rv, {}, {}, true, 0.5, 1e-5);
+      auto bv = bx.to_vector<double>();
+      const double cnt = static_cast<double>(k.n * k.s);
+      std::vector<double> mean(k.c, 0), var(k.c, 0), yref(bv.size());
+      auto at = [&](int64_t i, int64_t ch, int64_t j) { return (i * k.c + ch) * k.s + j; };
+      for (int64_t i = 0; i < k.n; ++i)
+        for (int64_t ch = 0; ch < k.c; ++ch)
+          for (int64_t j = 0; j < k.s; ++j) mean[ch] += bv[at(i, ch, j)] / cnt;
+      for (int64_t i = 0; i < k.n; ++i)
+        for (int64_t ch = 0; ch < k.c; ++ch)
+          for (int64_t j = 0; j < k.s; ++j)
+            var[ch] += (bv[at(i, ch, j)] - mean[ch]) * (bv[at(i, ch, j)] - mean[ch]) / cnt;
+      std::vector<double> rm_ref(k.c);
+      for (int64_t i = 0; i < k.n; ++i)
+        for (int64_t ch = 0; ch < k.c; ++ch) {
+          rm_ref[ch] = 0.5 * mean[ch];
+          for (int64_t j = 0; j < k.s; ++j)
+            yref[at(i, ch, j)] = (bv[at(i, ch, j)] - mean[ch]) / std::sqrt(var[ch] + 1e-5);
+        }
+      check_close(y, yref, tol);
+      check_close(rm, rm_ref, tol);
+    }
+  }
+}
+
 TEST_CASE("batch_norm: hand values, eval mode, 2-D input, strided running stats") {
   // Channel 0 holds {1, 3}: mean 2, biased var 1, unbiased var 2.
   Tensor x = tensor({1.f, 10.f, 3.f, 20.f}, {2, 2});

@@ -76,54 +76,88 @@ Tensor as_4d(const char* op, const Tensor& x) {
   throw_error<ValueError>("[", op, "] expects a 3-D or 4-D input, got shape ", x.shape());
 }
 
+// f(0) + ... + f(len - 1) in double, in a fixed order that vectorises (16 interleaved partial
+// sums, then the tail): the bits depend on the values alone, not on where they lie in memory.
+template <class F>
+double lane_sum(int64_t len, F f) {
+  constexpr int64_t L = 16;
+  double acc[L] = {};
+  int64_t i = 0;
+  for (; i + L <= len; i += L)
+    for (int64_t l = 0; l < L; ++l) acc[l] += f(i + l);
+  double s = 0;
+  for (double a : acc) s += a;
+  for (; i < len; ++i) s += f(i);
+  return s;
+}
+
 // w and b hold one [d] row per set of rows_per_set rows.
 template <class T>
 void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const std::vector<double>& wv,
                      const std::vector<double>& bv, double eps, int64_t rows_per_set) {
+  const double dd = static_cast<double>(d);
   for (int64_t r = 0; r < rows; ++r) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
     const double* w = wv.data() + r / rows_per_set * d;
     const double* b = bv.data() + r / rows_per_set * d;
-    double mean = 0;
-    for (int64_t i = 0; i < d; ++i) mean += xr[i];
-    mean /= static_cast<double>(d);
-    double var = 0;
-    for (int64_t i = 0; i < d; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-    var /= static_cast<double>(d);
-    double inv = 1.0 / std::sqrt(var + eps);
+    const double mean = lane_sum(d, [&](int64_t i) { return static_cast<double>(xr[i]); }) / dd;
+    const double var = lane_sum(d,
+                                [&](int64_t i) {
+                                  const double t = xr[i] - mean;
+                                  return t * t;
+                                }) /
+                       dd;
+    const double inv = 1.0 / std::sqrt(var + eps);
     for (int64_t i = 0; i < d; ++i) yr[i] = static_cast<T>((xr[i] - mean) * inv * w[i] + b[i]);
   }
 }
 
 // x viewed as [n, c, s] contiguous; per-channel scale/shift applied, optionally stats computed.
+// The loops run in memory order (with s == 1 a row of c channels at a time, which vectorises):
+// channel by channel, an [N, C] input strided by C through memory that a vmapped call, with
+// every set's channels side by side, made larger than the cache.
 template <class T>
 void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool compute,
                      std::vector<double>& mean, std::vector<double>& var,
                      const std::vector<double>& w, const std::vector<double>& b, double eps) {
   const double cnt = static_cast<double>(n * s);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    if (compute) {
-      double m = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) m += x[(i * c + ch) * s + j];
-      m /= cnt;
-      double v = 0;
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < s; ++j) {
-          double dlt = x[(i * c + ch) * s + j] - m;
-          v += dlt * dlt;
-        }
-      mean[ch] = m;
-      var[ch] = v / cnt;
-    }
-    double scale = w[ch] / std::sqrt(var[ch] + eps);
-    double shift = b[ch] - mean[ch] * scale;
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < s; ++j) {
-        int64_t k = (i * c + ch) * s + j;
-        y[k] = static_cast<T>(x[k] * scale + shift);
+  // acc[ch] += the sum of f over channel ch's values in row i, for every row and channel
+  auto per_channel = [&](std::vector<double>& acc, auto f) {
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const T* row = x + i * c * s;
+      if (s == 1) {
+        for (int64_t ch = 0; ch < c; ++ch) acc[ch] += f(row[ch], ch);
+      } else {
+        for (int64_t ch = 0; ch < c; ++ch)
+          acc[ch] += lane_sum(s, [&](int64_t j) { return f(row[ch * s + j], ch); });
       }
+    }
+    for (double& a : acc) a /= cnt;
+  };
+  if (compute) {
+    per_channel(mean, [](T v, int64_t) { return static_cast<double>(v); });
+    per_channel(var, [&](T v, int64_t ch) {
+      const double t = v - mean[ch];
+      return t * t;
+    });
+  }
+  std::vector<double> scale(c), shift(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    scale[ch] = w[ch] / std::sqrt(var[ch] + eps);
+    shift[ch] = b[ch] - mean[ch] * scale[ch];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = x + i * c * s;
+    T* out = y + i * c * s;
+    if (s == 1) {
+      for (int64_t ch = 0; ch < c; ++ch) out[ch] = static_cast<T>(row[ch] * scale[ch] + shift[ch]);
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t j = 0; j < s; ++j)
+          out[ch * s + j] = static_cast<T>(row[ch * s + j] * scale[ch] + shift[ch]);
+    }
   }
 }
 

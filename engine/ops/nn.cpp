@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/lane_sum.h"
 #include "engine/ops.h"
 #include "engine/ops/impls.h"
 
@@ -36,6 +37,7 @@ void impl::check_same_dtype(const char* op, const Tensor& x, const Tensor& t, co
 namespace {
 using impl::check_floating;
 using impl::check_same_dtype;
+using kernels::lane_sum;
 
 // An optional input's shape for the shared shape checks (null when absent).
 const Shape* shape_or_null(const Tensor& t) { return t.defined() ? &t.shape() : nullptr; }
@@ -74,21 +76,6 @@ Tensor as_4d(const char* op, const Tensor& x) {
   if (x.dim() == 4) return x;
   if (x.dim() == 3) return x.unsqueeze(0);
   throw_error<ValueError>("[", op, "] expects a 3-D or 4-D input, got shape ", x.shape());
-}
-
-// f(0) + ... + f(len - 1) in double, in a fixed order that vectorises (16 interleaved partial
-// sums, then the tail): the bits depend on the values alone, not on where they lie in memory.
-template <class F>
-double lane_sum(int64_t len, F f) {
-  constexpr int64_t L = 16;
-  double acc[L] = {};
-  int64_t i = 0;
-  for (; i + L <= len; i += L)
-    for (int64_t l = 0; l < L; ++l) acc[l] += f(i + l);
-  double s = 0;
-  for (double a : acc) s += a;
-  for (; i < len; ++i) s += f(i);
-  return s;
 }
 
 // w and b hold one [d] row per set of rows_per_set rows.

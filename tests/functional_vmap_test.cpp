@@ -377,6 +377,25 @@ TEST_CASE("without chunk_size, small sets with large activations run in blocks t
   CHECK(blocked_peak * 2 < whole_peak);
 }
 
+TEST_CASE("without chunk_size, sets whose activations alone outgrow the cache run one by one") {
+  // 11 KB of parameters a set but [4096, 128] activations (2 MB): one set at a time
+  auto nets = ensemble(4, [] { return mlp(16, 128, 4); });
+  TensorDict params = TensorDict::from_modules(nets);
+  Tensor x = randn({4096, 16});
+  auto run = [&](std::optional<int64_t> c) {
+    reset_peak_memory();
+    const int64_t start = memory_stats().current_bytes;
+    Tensor out =
+        functional_vmap(*nets[0], {.params = params, .args = {x}, .chunk_size = c}).tensor();
+    return std::make_pair(out, memory_stats().peak_bytes - start);
+  };
+  auto [blocked, blocked_peak] = run(std::nullopt);
+  auto [whole, whole_peak] = run(4);
+  CHECK(equal(blocked, whole));
+  CHECK(equal(blocked, run(1).first));
+  CHECK(blocked_peak * 2 < whole_peak);
+}
+
 namespace {
 // Restores one thread when a test ends, passing or not.
 struct Threads {

@@ -388,13 +388,18 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   const int64_t threads = num_threads();
   if (batch <= 2) return {};
   int64_t param_bytes = 0, param_count = 0, widest = 0;
+  bool conv = false;  // met a stacked [B, out, in, kh, kw] weight
   // walks the entries rather than leaves(), which would build every dotted key on each call
   auto add_sizes = [&](const TensorDict& d, auto&& self) -> void {
     for (const auto& [key, e] : d.items()) {
       if (const auto* t = std::get_if<Tensor>(&e)) {
         param_count += t->numel() / batch;
         param_bytes += t->numel() / batch * static_cast<int64_t>(dtype_size(t->dtype()));
-        if (t->dim() >= 2) widest = std::max(widest, t->size(1));  // a Linear's out features
+        if (t->dim() >= 2) widest = std::max(widest, t->size(1));  // out features or channels
+        if (t->dim() == 5) {  // a convolution: its im2col columns hold in * kh * kw per row
+          conv = true;
+          if (t->size(1) > 0) widest = std::max(widest, t->numel() / batch / t->size(1));
+        }
       } else {
         self(std::get<TensorDict>(e), self);
       }
@@ -411,8 +416,11 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
     if (!input) input = first_tensor(a);
   for (const auto& [key, v] : kwargs.items())
     if (!input) input = first_tensor(v);
-  if (!input || input->dim() == 0 || input->size(-1) == 0) return {};
-  const int64_t rows = input->numel() / input->size(-1) / sets_in_input;
+  // its rows: every dim but the features; an image batch [N, C, H, W] that meets a convolution
+  // has N*H*W (the rows of the convolution's GEMM)
+  const int64_t features_dim = conv && input->dim() >= 3 ? -3 : -1;
+  if (!input || input->dim() == 0 || input->size(features_dim) == 0) return {};
+  const int64_t rows = input->numel() / input->size(features_dim) / sets_in_input;
   const double set_flops = 2.0 * static_cast<double>(param_count * rows);
   // a set's size is the larger of its parameters and a layer's activations (rows times the
   // widest parameter's out features): either spills from L2 when many sets run at once
@@ -420,9 +428,10 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
       std::max(param_bytes, rows * widest * static_cast<int64_t>(dtype_size(input->dtype())));
   const bool mid = set_bytes * 16 >= kBlockBytes;
   if (threads == 1) {
-    const int64_t c = kBlockBytes / set_bytes;
-    if (!mid || c < 1 || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops)
-      return {};
+    // a set whose activations alone outgrow the block still runs alone: the others' would
+    // push its out of the cache too
+    const int64_t c = std::max<int64_t>(kBlockBytes / set_bytes, 1);
+    if (!mid || c >= batch || set_flops * static_cast<double>(c) < kMinBlockFlops) return {};
     return {c, false};
   }
   if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads) ||

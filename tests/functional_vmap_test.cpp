@@ -1482,6 +1482,29 @@ TEST_CASE("a conv ensemble on a shared input: the same bits for any chunk_size o
   CHECK(equal(functional_vmap(m, {.params = params, .args = {x}, .loop = true}).tensor(), base));
 }
 
+TEST_CASE("a conv ensemble on per-set inputs: the same bits for any chunk_size or a loop") {
+  // vmap folds the sets into groups; the kernel makes their columns a block of groups at a
+  // time (each set's are 36 x 2048 floats, 288 KB: blocks of 3), which must not change a bit
+  manual_seed(33);
+  auto nets = ensemble(7, [] { return std::make_shared<nn::Conv2d>(4, 5, 3, 1, 1); });
+  TensorDict params = TensorDict::from_modules(nets);
+  nn::Module& m = *nets[0];
+  Tensor xs = randn({7, 2, 4, 32, 32});
+  auto run = [&](std::optional<int64_t> c, bool loop) {
+    return functional_vmap(m, {.params = params,
+                               .kwargs = {{"input", xs}},
+                               .in_dims = {{"input", 0}},
+                               .chunk_size = c,
+                               .loop = loop})
+        .tensor();
+  };
+  Tensor base = run(std::nullopt, false);
+  REQUIRE(base.shape() == Shape{7, 2, 5, 32, 32});
+  for (int i : {0, 6}) CHECK(close(base[i], (*nets[i])({xs[i]}).tensor(), 1e-5));
+  for (int64_t c : {1, 2, 7}) CHECK(equal(run(c, false), base));
+  CHECK(equal(run(std::nullopt, true), base));
+}
+
 TEST_CASE("two threads: a conv ensemble's blocks give the bits of one thread") {
   // the blocks' GEMMs ran on OpenBLAS's threads too, which split them differently
   manual_seed(32);

@@ -329,6 +329,19 @@ TEST_CASE("conv2d against a direct convolution loop") {
   }
 }
 
+TEST_CASE("conv2d with groups whose columns fill the cache runs them in blocks, same values") {
+  // 5 groups of 2 channels, 3x3, on [2, 10, 60, 60]: each group's columns are 18 x 7200 floats
+  // (518 KB), so the kernel makes them two groups at a time (blocks of 2, 2, 1)
+  Tensor x = seq({2, 10, 60, 60}, kFloat32, 0.31);
+  Tensor w = seq({15, 2, 3, 3}, kFloat32, 0.57), b = seq({15}, kFloat32, 1.1);
+  Tensor y = conv2d(x, w, b, {1, 1}, {1, 1}, {1, 1}, 5);
+  int64_t oh = 0, ow = 0;
+  auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>(), 2, 10,
+                      60, 60, 15, 3, 3, 1, 1, 1, 1, 1, 1, 5, oh, ow);
+  REQUIRE(y.shape() == Shape{2, 15, oh, ow});
+  check_close(y, ref, 1e-4);
+}
+
 TEST_CASE("conv2d with non-contiguous inputs, single-value params and empty batch") {
   Tensor x = seq({2, 6, 5, 3}).permute({0, 3, 1, 2});           // [2, 3, 6, 5] channels-last
   Tensor w = seq({3, 3, 2, 4}, kFloat64, 0.8).transpose(2, 3);  // [3, 3, 4, 2]

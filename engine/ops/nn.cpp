@@ -170,13 +170,14 @@ std::pair<int64_t, int64_t> valid_range(int64_t out, int64_t s, int64_t p, int64
   return {lo, hi};
 }
 
-// cols [G, Cg*kh*kw, N*OH*OW]: the receptive fields, zero where the window hits padding.
+// cols [grp1 - grp0, Cg*kh*kw, N*OH*OW]: groups [grp0, grp1)'s receptive fields, zero where the
+// window hits padding.
 template <class T>
-void im2col(const Tensor& x, const ConvGeom& g, T* cols) {
+void im2col(const Tensor& x, const ConvGeom& g, int64_t grp0, int64_t grp1, T* cols) {
   const T* xp = x.data<T>();
   const Strides& st = x.strides();
   const int64_t cg = g.cin / g.groups;
-  for (int64_t grp = 0; grp < g.groups; ++grp)
+  for (int64_t grp = grp0; grp < grp1; ++grp)
     for (int64_t c = 0; c < cg; ++c)
       for (int64_t i = 0; i < g.kh; ++i)
         for (int64_t j = 0; j < g.kw; ++j) {
@@ -615,27 +616,33 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const int64_t ckk = (g.cin / g.groups) * g.kh * g.kw, l = g.n * g.oh * g.ow;
   const int64_t og = g.cout / g.groups;
 
-  Tensor cols = Tensor::empty({g.groups, ckk, l}, x.dtype());
-  count_kernel(KernelKind::Conv);
-  if (cols.numel() > 0) {
-    if (x.dtype() == DType::Float32)
-      im2col<float>(x4, g, cols.data<float>());
-    else
-      im2col<double>(x4, g, cols.data<double>());
-  }
   const int64_t cout = sets * g.cout;
   Tensor out = Tensor::empty({g.n, cout, g.oh, g.ow}, x.dtype());
   std::vector<double> bias = values_or(b, cout, 0.0);
-  for (int64_t s = 0; s < sets; ++s) {
-    // [G, Og, Cg*kh*kw] @ [G, Cg*kh*kw, N*OH*OW]: all groups in one batched GEMM.
-    Tensor bank = w.narrow(0, s * g.cout, g.cout).reshape({g.groups, og, ckk});
-    Tensor res = kernels::bmm(bank, cols);
-    if (out.numel() == 0) continue;
+  count_kernel(KernelKind::Conv);
+  if (out.numel() == 0) return {x.dim() == 3 ? out.squeeze(0) : out};
+  // Groups a block at a time, the block's columns about the size of the L2 cache: vmap folds
+  // the sets of a per-set input into groups, and all their columns at once outgrew the cache
+  // (16 sets of a 16-channel 3x3 layer on 8 32x32 images: 75 MB).
+  const int64_t group_bytes = std::max<int64_t>(ckk * l * dtype_size(x.dtype()), 1);
+  const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / group_bytes, 1, g.groups);
+  for (int64_t g0 = 0; g0 < g.groups; g0 += block) {
+    const int64_t gb = std::min(block, g.groups - g0);
+    Tensor cols = Tensor::empty({gb, ckk, l}, x.dtype());
     if (x.dtype() == DType::Float32)
-      scatter_conv<float>(res.data<float>(), out.data<float>(), g, cout, s * g.cout, g.cout, bias);
+      im2col<float>(x4, g, g0, g0 + gb, cols.data<float>());
     else
-      scatter_conv<double>(res.data<double>(), out.data<double>(), g, cout, s * g.cout, g.cout,
-                           bias);
+      im2col<double>(x4, g, g0, g0 + gb, cols.data<double>());
+    for (int64_t s = 0; s < sets; ++s) {
+      // [gb, Og, Cg*kh*kw] @ [gb, Cg*kh*kw, N*OH*OW]: the block's groups in one batched GEMM
+      Tensor bank = w.narrow(0, s * g.cout + g0 * og, gb * og).reshape({gb, og, ckk});
+      Tensor res = kernels::bmm(bank, cols);
+      const int64_t ch0 = s * g.cout + g0 * og;
+      if (x.dtype() == DType::Float32)
+        scatter_conv<float>(res.data<float>(), out.data<float>(), g, cout, ch0, gb * og, bias);
+      else
+        scatter_conv<double>(res.data<double>(), out.data<double>(), g, cout, ch0, gb * og, bias);
+    }
   }
   return {x.dim() == 3 ? out.squeeze(0) : out};
 }

@@ -8,6 +8,13 @@ with --chunk-size 4 and 32 (peak memory: all 32 sets at once is chunk_size 32, s
 chunk_size functional_vmap runs mid-sized ensembles in blocks of its own).
 
   tools/bench_vs_torch.py [--rounds 3] [--tdvmap build/tools/tdvmap/tdvmap] [--anchor PATH]
+
+With --model SPEC (and tdvmap bench's --input-shape, --sets, --per-set, --inputs, --index-range,
+--train, --name), one custom workload instead: tdvmap bench and the same module built by PyTorch
+from the same spec (torch.nn's constructors), functorch vmap and a loop, interleaved.
+
+  tools/bench_vs_torch.py --model 'Sequential(Conv2d(3,16,3,padding=1), ReLU(), Flatten(),
+      Linear(16384,10))' --input-shape 8,3,32,32 --sets 16
 """
 import argparse
 import json
@@ -50,6 +57,77 @@ def torch_run(anchor, threads="1"):
     return rows
 
 
+def torch_side(a):
+    """Runs in a child process (its own thread pools): the workload in PyTorch, one line out."""
+    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+    import time
+    import torch
+    from torch import nn
+    from functorch import vmap, combine_state_for_ensemble
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    names = {k: getattr(nn, k) for k in dir(nn) if not k.startswith("_")}
+    names.update(nn=nn, torch=torch)
+    spec = a.model.replace("torch.nn.", "nn.")
+    nets = [eval(spec, {"__builtins__": {}}, names) for _ in range(a.sets)]
+    for n in nets:
+        n.train(a.train)
+    shape = [int(d) for d in a.input_shape.split(",")]
+    if a.per_set:
+        shape = [a.sets] + shape
+    x = torch.randint(0, a.index_range, shape) if a.index_range else torch.randn(shape)
+    fmodel, params, buffers = combine_state_for_ensemble(nets)
+
+    def first(out):  # MultiheadAttention returns (output, weights)
+        return out[0] if isinstance(out, tuple) else out
+
+    dims = (0, 0) + (0 if a.per_set else None,) * a.inputs
+    f = vmap(lambda p, b, *xs: first(fmodel(p, b, *xs)), in_dims=dims, randomness=a.randomness)
+
+    def loop():
+        return torch.stack([first(n(*([x[i] if a.per_set else x] * a.inputs)))
+                            for i, n in enumerate(nets)])
+
+    def timeit(fn, min_time=0.5):
+        fn()
+        fn()
+        ts, end = [], time.perf_counter() + min_time
+        while time.perf_counter() < end or len(ts) < 5:
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        return statistics.median(ts) * 1e6
+
+    with torch.no_grad():
+        tv = timeit(lambda: f(params, buffers, *([x] * a.inputs)))
+        tl = timeit(loop)
+    print(json.dumps({"vmap_us": tv, "loop_us": tl, "best_us": min(tv, tl)}))
+
+
+def custom(a):
+    flags = ["--model", a.model, "--input-shape", a.input_shape, "--sets", str(a.sets),
+             "--inputs", str(a.inputs), "--name", a.name, "--randomness", a.randomness]
+    flags += ["--per-set"] * a.per_set + ["--train"] * a.train
+    if a.index_range:
+        flags += ["--index-range", str(a.index_range)]
+    child = ["/usr/bin/python3", os.path.abspath(__file__), "--torch-side", *flags]
+    td, torch = [], []
+    for i in range(a.rounds):
+        print(f"round {i + 1}/{a.rounds}", file=sys.stderr)
+        td.append(td_run(a.tdvmap, *flags))
+        out = subprocess.run(child, env=ENV, check=True, capture_output=True, text=True).stdout
+        torch.append(json.loads(out.splitlines()[-1]))
+    v, l = (statistics.median(r[a.name][k] for r in td) for k in ("vmap_us", "loop_us"))
+    tv, tl = (statistics.median(r[k] for r in torch) for k in ("vmap_us", "loop_us"))
+    best = min(tv, tl)
+    print("| workload | td vmap us | td loop us | PyTorch vmap us | PyTorch loop us | "
+          "td / best PyTorch | td vmap / own loop |")
+    print("|---|---|---|---|---|---|---|")
+    print(f"| {a.name} | {v:.1f} | {l:.1f} | {tv:.1f} | {tl:.1f} | {v / best:.2f} | "
+          f"{v / l:.2f} |")
+
+
 def median(runs, name, key):
     return statistics.median(r[name][key] for r in runs)
 
@@ -64,16 +142,32 @@ def main():
     ap.add_argument("--tdvmap", default=os.path.join(ROOT, "build", "tools", "tdvmap", "tdvmap"))
     ap.add_argument("--anchor",
                     default=os.path.join(ROOT, "..", "shared", "bench", "anchor_torch.py"))
+    ap.add_argument("--model", help="a custom workload's module spec (tdvmap bench --model)")
+    ap.add_argument("--input-shape", help="a set's input shape, e.g. 8,3,32,32")
+    ap.add_argument("--sets", type=int, default=32)
+    ap.add_argument("--per-set", action="store_true")
+    ap.add_argument("--inputs", type=int, default=1)
+    ap.add_argument("--index-range", type=int, default=0)
+    ap.add_argument("--train", action="store_true")
+    ap.add_argument("--randomness", default="error", choices=("error", "different", "same"))
+    ap.add_argument("--name", default="custom")
+    ap.add_argument("--torch-side", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.torch_side:
+        return torch_side(a)
+    if a.model and not a.input_shape:
+        sys.exit("bench_vs_torch: --model needs --input-shape")
     if not os.access(a.tdvmap, os.X_OK):
         sys.exit(f"bench_vs_torch: no tdvmap at {a.tdvmap} (build it: ./tools/demo.sh, or pass "
                  "--tdvmap)")
-    if not os.path.isfile(a.anchor):
-        sys.exit(f"bench_vs_torch: no anchor script at {a.anchor} (pass --anchor)")
     if subprocess.run(["/usr/bin/python3", "-c", "import torch, functorch"],
                       capture_output=True).returncode != 0:
         sys.exit("bench_vs_torch: /usr/bin/python3 cannot import torch and functorch "
                  "(apt-get install python3-torch)")
+    if a.model:
+        return custom(a)
+    if not os.path.isfile(a.anchor):
+        sys.exit(f"bench_vs_torch: no anchor script at {a.anchor} (pass --anchor)")
     td, torch, td2 = [], [], []
     for i in range(a.rounds):
         print(f"round {i + 1}/{a.rounds}", file=sys.stderr)

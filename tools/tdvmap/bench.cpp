@@ -1,11 +1,13 @@
-// tdvmap bench: the public workloads of BENCHMARKS.md, or one custom workload from flags.
+// tdvmap bench: the public workloads of BENCHMARKS.md, or one custom workload from flags (an MLP
+// from --mlp, or any module from a --model spec on a random input of --input-shape).
 //
 // Per workload: medians per call (microseconds) of functional_vmap (vmap_us), the same call with
 // loop = true (loop_us) and with chunk_size = c (chunk<c>_us, c = --chunk-size, default 8), the
 // three timed in turn (medians_us) so that their ratios survive a noisy machine;
 // gflops = useful float ops of the vmap call per second, counting 2*in*out per row per Linear
-// per set (the GEMMs only); peak_mb / chunk_peak_mb = the most bytes the engine held during one
-// vmap / chunked call beyond what it held at the call's start (output included), in MiB.
+// per set (the GEMMs only; not counted for a --model); peak_mb / chunk_peak_mb = the most bytes the
+// engine held during one vmap / chunked call beyond what it held at the call's start (output
+// included), in MiB.
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -21,6 +23,7 @@
 #include "engine/engine.h"
 #include "modules/modules.h"
 #include "tools/tdvmap/common.h"
+#include "tools/tdvmap/model_spec.h"
 #include "vmap/functional_vmap.h"
 
 namespace tdvmap {
@@ -38,6 +41,13 @@ struct Workload {
   bool per_set = false;
   double dropout = 0;
   td::Randomness randomness = td::Randomness::Error;
+  // a --model workload: the spec, a set's input shape, how many times the input is passed
+  // (3: self-attention's query, key and value), int64 indices in [0, index_range) when > 0
+  std::string spec = {};
+  td::Shape input_shape = {};
+  int64_t inputs = 1;
+  int64_t index_range = 0;
+  bool train = false;
 };
 
 struct BenchOptions {
@@ -56,6 +66,11 @@ struct BenchOptions {
   std::string randomness = "error";
   int64_t chunk_size = 8;
   std::string name = "custom";
+  std::string model;
+  std::vector<int64_t> input_shape;
+  int64_t inputs = 1;
+  int64_t index_range = 0;
+  bool train = false;
 };
 
 std::vector<Workload> public_workloads() {
@@ -109,17 +124,35 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   progress.show(index, count, w.name, "building");
   td::manual_seed(0);
   std::vector<std::shared_ptr<nn::Module>> nets;
-  for (int64_t i = 0; i < w.sets; ++i) nets.push_back(make_mlp(w.sizes, w.dropout));
-  for (auto& n : nets) n->train(w.dropout > 0);
+  for (int64_t i = 0; i < w.sets; ++i)
+    nets.push_back(w.spec.empty() ? make_mlp(w.sizes, w.dropout) : build_model(w.spec));
+  for (auto& n : nets) n->train(w.spec.empty() ? w.dropout > 0 : w.train);
   const nn::Module& model = *nets[0];
   TensorDict params = TensorDict::from_modules(nets);
 
   nn::FunctionalVmapOptions vmap_options{.params = params, .randomness = w.randomness};
+  td::Shape shape = w.spec.empty() ? td::Shape{w.batch, w.sizes.front()} : w.input_shape;
+  if (w.per_set) shape.insert(shape.begin(), w.sets);
+  const Tensor x =
+      w.index_range > 0
+          ? td::mul(td::rand(shape), static_cast<double>(w.index_range)).to(td::DType::Int64)
+          : td::randn(shape);
   if (w.per_set) {
-    vmap_options.kwargs = {{"input", td::randn({w.sets, w.batch, w.sizes.front()})}};
-    vmap_options.in_dims = {{"input", 0}};
+    // the first forward argument by name, the others (self-attention's key and value) as given
+    const std::vector<std::string>& names = model.method_arg_names("forward");
+    if (names.empty()) throw UsageError("--per-set: the module's forward takes no named input");
+    vmap_options.kwargs = {{names[0], x}};
+    vmap_options.in_dims = {{names[0], 0}};
+    for (int64_t i = 1; i < w.inputs; ++i) {
+      if (static_cast<size_t>(i) >= names.size())
+        throw UsageError("--inputs " + std::to_string(w.inputs) + ": forward takes only " +
+                         std::to_string(names.size()) +
+                         (names.size() == 1 ? " argument" : " arguments"));
+      vmap_options.kwargs.set(names[i], x);
+      vmap_options.in_dims[names[i]] = 0;
+    }
   } else {
-    vmap_options.args = {td::randn({w.batch, w.sizes.front()})};
+    for (int64_t i = 0; i < w.inputs; ++i) vmap_options.args.push_back(x);
   }
   nn::FunctionalVmapOptions loop_options = vmap_options;
   loop_options.loop = true;
@@ -131,7 +164,8 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   Result r;
   r.name = w.name;
   r.chunk_size = o.chunk_size;
-  r.out = nn::functional_vmap(model, vmap_options).tensor().shape();
+  const td::Value first = nn::functional_vmap(model, vmap_options);
+  r.out = (first.is_tensor() ? first : first[0]).tensor().shape();
   progress.show(index, count, w.name, "vmap, loop, chunked");
   std::vector<double> us = medians_us({[&] { nn::functional_vmap(model, vmap_options); },
                                        [&] { nn::functional_vmap(model, loop_options); },
@@ -140,7 +174,9 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   r.vmap_us = us[0];
   r.loop_us = us[1];
   r.chunk_us = us[2];
-  r.gflops = static_cast<double>(w.sets) * mlp_flops(w.sizes, w.batch) / (r.vmap_us * 1e3);
+  r.gflops = w.spec.empty()
+                 ? static_cast<double>(w.sets) * mlp_flops(w.sizes, w.batch) / (r.vmap_us * 1e3)
+                 : std::nan("");
   r.peak_mb = peak_mib([&] { return nn::functional_vmap(model, vmap_options); });
   r.chunk_peak_mb = peak_mib([&] { return nn::functional_vmap(model, chunk_options); });
   return r;
@@ -165,8 +201,11 @@ int run_bench(BenchOptions o) {
   if (o.chunk_size <= 0) throw UsageError("--chunk-size must be positive");
 
   std::vector<Workload> todo;
-  if (!o.mlp.empty()) {
-    if (!o.workloads.empty()) throw UsageError("--workload and --mlp cannot be combined");
+  if (!o.mlp.empty() || !o.model.empty()) {
+    if (!o.workloads.empty())
+      throw UsageError("--workload cannot be combined with a custom --mlp or --model");
+    if (!o.mlp.empty() && !o.model.empty())
+      throw UsageError("--mlp and --model cannot be combined");
     // a workload needs a set to build its module from; a batch may be empty
     if (o.sets <= 0) throw UsageError("--sets must be positive");
     if (o.batch < 0) throw UsageError("--batch must not be negative");
@@ -179,9 +218,21 @@ int run_bench(BenchOptions o) {
     } catch (const nlohmann::json::type_error&) {
       throw UsageError("--name is not valid UTF-8");
     }
-    make_mlp(o.mlp, 0);  // validates the sizes
-    todo.push_back(
-        {o.name, o.sets, o.mlp, o.batch, o.per_set, o.dropout, td::parse_randomness(o.randomness)});
+    const td::Randomness randomness = td::parse_randomness(o.randomness);
+    if (o.model.empty()) {
+      make_mlp(o.mlp, 0);  // validates the sizes
+      todo.push_back({o.name, o.sets, o.mlp, o.batch, o.per_set, o.dropout, randomness});
+    } else {
+      if (o.input_shape.empty()) throw UsageError("--model needs --input-shape");
+      build_model(o.model);  // a spec that does not build fails here, shown with a caret
+      Workload w{o.name, o.sets, {}, 0, o.per_set, 0, randomness};
+      w.spec = o.model;
+      w.input_shape = td::Shape(o.input_shape.begin(), o.input_shape.end());
+      w.inputs = o.inputs;
+      w.index_range = o.index_range;
+      w.train = o.train;
+      todo.push_back(w);
+    }
   } else {
     for (const auto& w : public_workloads())
       if (o.workloads.empty() ||
@@ -218,14 +269,16 @@ int run_bench(BenchOptions o) {
                       {"loop_us", r.loop_us},
                       {chunk_key, r.chunk_us},
                       {"chunk_size", r.chunk_size},
-                      {"gflops", r.gflops},
+                      {"gflops", std::isnan(r.gflops) ? nlohmann::ordered_json()
+                                                      : nlohmann::ordered_json(r.gflops)},
                       {"peak_mb", r.peak_mb},
                       {"chunk_peak_mb", r.chunk_peak_mb},
                       {"threads", o.threads},
                       {"out", r.out}});
     } else {
       std::cout << r.name << "\tvmap_us=" << fmt(r.vmap_us) << "\tloop_us=" << fmt(r.loop_us)
-                << "\t" << chunk_key << "=" << fmt(r.chunk_us) << "\tgflops=" << fmt(r.gflops, 2)
+                << "\t" << chunk_key << "=" << fmt(r.chunk_us)
+                << "\tgflops=" << (std::isnan(r.gflops) ? "-" : fmt(r.gflops, 2))
                 << "\tpeak_mb=" << fmt(r.peak_mb, 3)
                 << "\tchunk_peak_mb=" << fmt(r.chunk_peak_mb, 3)
                 << "\tout=" << shape_text(r.out, true) << std::endl;
@@ -282,11 +335,29 @@ Command add_bench_command(CLI::App& app) {
       ->capture_default_str()
       ->check(whole_number());
   sub->add_option("--name", o->name, "Custom workload: its name")->capture_default_str();
-  for (const char* flag : {"--sets", "--batch", "--per-set", "--dropout", "--randomness", "--name"})
-    sub->get_option(flag)->needs(mlp);
+  auto* model = sub->add_option("--model", o->model,
+                                "Custom workload: any module, as a spec with PyTorch's constructor "
+                                "arguments (as tdvmap run's --model; runs only it)");
+  sub->add_option("--input-shape", o->input_shape,
+                  "Custom --model workload: a set's input shape, e.g. 8,3,32,32 (random normal)")
+      ->delimiter(',')
+      ->check(whole_number());
+  sub->add_option("--inputs", o->inputs,
+                  "Custom --model workload: pass the input this many times (3 for "
+                  "self-attention's query, key and value)")
+      ->capture_default_str()
+      ->check(CLI::Range(int64_t{1}, int64_t{16}));
+  sub->add_option("--index-range", o->index_range,
+                  "Custom --model workload: an int64 input of indices in [0, N) (Embedding)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  sub->add_flag("--train", o->train, "Custom --model workload: training mode");
+  for (const char* flag : {"--batch", "--dropout"}) sub->get_option(flag)->needs(mlp);
+  for (const char* flag : {"--input-shape", "--inputs", "--index-range", "--train"})
+    sub->get_option(flag)->needs(model);
   sub->footer(
       "Output: name<TAB>vmap_us=..<TAB>loop_us=..<TAB>chunk8_us=..<TAB>gflops=..<TAB>peak_mb=..\n"
-      "  <TAB>chunk_peak_mb=..<TAB>out=[..]; gflops counts 2*in*out per row per Linear per set;\n"
+      "  <TAB>chunk_peak_mb=..<TAB>out=[..]; gflops counts 2*in*out per row per Linear per set\n"
+      "  (- for a --model: not counted); out is the first output's shape;\n"
       "  peak_mb is the engine's peak allocation during one call minus its allocation at the\n"
       "  start, in MiB.\n"
       "Examples:\n"
@@ -294,8 +365,18 @@ Command add_bench_command(CLI::App& app) {
       "  tdvmap bench --workload mlp32_shared,mlp8_large --json\n"
       "  tdvmap bench --sets 48 --mlp 64,192,192,10 --batch 100 --per-set --name my_case\n"
       "  tdvmap bench --sets 32 --mlp 64,256,256,10 --dropout 0.1 --randomness different\n"
+      "  tdvmap bench --sets 16 --input-shape 8,3,32,32 --name cnn16 --model \\\n"
+      "      'Sequential(Conv2d(3,16,3,padding=1), ReLU(), MaxPool2d(2), Flatten(), "
+      "Linear(4096,10))'\n"
+      "  tdvmap bench --sets 8 --model 'MultiheadAttention(64, 4, batch_first=True)' \\\n"
+      "      --input-shape 16,32,64 --inputs 3\n"
       "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE tdvmap bench --threads 1 --peak");
-  return {"bench", [o] { return run_bench(*o); }};
+  return {"bench", [o, sub, mlp, model] {
+            for (const char* flag : {"--sets", "--per-set", "--randomness", "--name"})
+              if (sub->get_option(flag)->count() > 0 && mlp->count() + model->count() == 0)
+                throw UsageError(std::string(flag) + " requires --mlp or --model");
+            return run_bench(*o);
+          }};
 }
 
 }  // namespace tdvmap

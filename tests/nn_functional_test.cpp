@@ -428,6 +428,7 @@ TEST_CASE("max_pool2d and avg_pool2d: hand values") {
   Tensor x = tensor({1.f, 2.f, 3.f, 4.f}, {1, 1, 2, 2});
   CHECK(max_pool2d(x, {2}).to_vector<float>() == std::vector<float>{4.f});
   CHECK(avg_pool2d(x, {2}).to_vector<float>() == std::vector<float>{2.5f});
+  CHECK(avg_pool2d(x, {2}, {}, {0, 0}, false, true, 3).item<float>() == doctest::Approx(10.0 / 3));
   // Padding 1, stride 1, 2x2 kernel on 2x2: count_include_pad divides by 4.
   Tensor a = avg_pool2d(x, {2, 2}, {1, 1}, {1, 1});
   CHECK(a.shape() == Shape{1, 1, 3, 3});
@@ -444,10 +445,10 @@ TEST_CASE("pooling against a direct loop") {
     int64_t n, c, h, w, k0, k1, s0, s1, p0, p1, d0, d1;
   };
   const Case cases[] = {
-      {2, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1},
-      {1, 2, 7, 5, 3, 2, 2, 1, 1, 1, 1, 1},
-      {2, 1, 9, 8, 3, 3, 1, 2, 1, 0, 2, 3},
-      {1, 1, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1},
+      {2, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1},  {1, 2, 7, 5, 3, 2, 2, 1, 1, 1, 1, 1},
+      {2, 1, 9, 8, 3, 3, 1, 2, 1, 0, 2, 3},  {1, 1, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1},
+      {2, 2, 9, 10, 3, 3, 3, 3, 0, 0, 1, 1},  // windows that tile, a column left over
+      {1, 3, 8, 6, 2, 2, 2, 2, 0, 0, 1, 1},
   };
   for (DType dt : {kFloat32, kFloat64}) {
     for (const Case& k : cases) {
@@ -490,7 +491,7 @@ TEST_CASE("max_pool2d: a NaN wins its windows and -inf windows stay -inf, on eve
     int64_t k, s, p;
   };
   for (bool transposed : {false, true})
-    for (Case c : {Case{2, 2, 0}, Case{3, 1, 1}, Case{3, 2, 1}, Case{1, 1, 0}}) {
+    for (Case c : {Case{2, 2, 0}, Case{3, 3, 0}, Case{3, 1, 1}, Case{3, 2, 1}, Case{1, 1, 0}}) {
       CAPTURE(transposed);
       CAPTURE(c.k);
       CAPTURE(c.s);

@@ -288,6 +288,35 @@ void max_into(T* __restrict o, const T* __restrict src, int64_t n, int64_t step)
   }
 }
 
+// The usual case, windows that tile the input (kernel = stride = K, no padding or dilation, rows
+// contiguous): each output from its K x K taps in one branch-free pass, which vectorises along
+// the row (the general loop below makes a pass per tap). The taps come in the same order, so
+// an avg sums as there, and a NaN wins a max as there.
+template <int K, bool Max, class T>
+void pool_tiles(const T* plane, int64_t row_stride, T* out, int64_t oh, int64_t ow,
+                double divisor) {
+  for (int64_t oy = 0; oy < oh; ++oy, out += ow) {
+    const T* r = plane + oy * K * row_stride;
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      if constexpr (Max) {
+        T m = -std::numeric_limits<T>::infinity();
+        for (int i = 0; i < K; ++i)
+          for (int j = 0; j < K; ++j) {
+            const T v = r[i * row_stride + ox * K + j];
+            const T bigger = v > m ? v : m;
+            m = v != v ? v : bigger;
+          }
+        out[ox] = m;
+      } else {
+        double sum = 0;
+        for (int i = 0; i < K; ++i)
+          for (int j = 0; j < K; ++j) sum += r[i * row_stride + ox * K + j];
+        out[ox] = static_cast<T>(sum / divisor);
+      }
+    }
+  }
+}
+
 // Pools an output row at a time, tap by tap, so the inner loops run along the row; every window
 // still meets its taps in order (rows, then columns), as a window-at-a-time loop would.
 // idx (max only, or null): each window's argmax as iy * W + ix in its input plane, the first
@@ -332,6 +361,25 @@ void pool_loop(const Tensor& x, T* out, int64_t* idx, const PoolGeom& g, bool is
   for (int64_t j = jmin; j < jmax; ++j) {
     const auto [lo, hi] = valid_range(g.ow, g.stride[1], g.pad[1], j * g.dil[1], g.w);
     if (lo < hi) tap_cols.push_back({lo, hi, lo * g.stride[1] - g.pad[1] + j * g.dil[1]});
+  }
+  const int64_t K = g.k[0];
+  if (!idx && g.k[1] == K && g.stride[0] == K && g.stride[1] == K && g.pad[0] == 0 &&
+      g.pad[1] == 0 && g.dil[0] == 1 && g.dil[1] == 1 && st[3] == 1 && g.oh * K <= g.h &&
+      g.ow * K <= g.w && (K == 2 || K == 3)) {
+    const double div = a.divisor != 0 ? static_cast<double>(a.divisor) : static_cast<double>(K * K);
+    for (int64_t b = 0; b < g.n; ++b)
+      for (int64_t c = 0; c < g.c; ++c, out += g.oh * g.ow) {
+        const T* plane = xp + b * st[0] + c * st[1];
+        if (K == 2 && is_max)
+          pool_tiles<2, true>(plane, st[2], out, g.oh, g.ow, div);
+        else if (K == 2)
+          pool_tiles<2, false>(plane, st[2], out, g.oh, g.ow, div);
+        else if (is_max)
+          pool_tiles<3, true>(plane, st[2], out, g.oh, g.ow, div);
+        else
+          pool_tiles<3, false>(plane, st[2], out, g.oh, g.ow, div);
+      }
+    return;
   }
   std::vector<double> sum(is_max ? 0 : g.ow);
   const int64_t step = g.stride[1] * st[3];

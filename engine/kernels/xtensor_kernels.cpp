@@ -792,9 +792,17 @@ constexpr int64_t kColumnBlock = 64;
 // sum_of's order.
 template <class T, class S>
 void column_sums(const T* xp, const Nest<1>& red, int64_t r, int64_t m, S step_of, double* out) {
+  const int64_t whole = r / kSumLanes * kSumLanes;
+  if (whole == 0) {  // fewer rows than lanes: straight into out (the lanes would sum to 0)
+    std::fill_n(out, m, 0.0);
+    red.run([&](const std::array<int64_t, 1>& o) {
+      const T* row = xp + o[0];
+      for (int64_t j = 0; j < m; ++j) out[j] = step_of(j)(out[j], static_cast<double>(row[j]));
+    });
+    return;
+  }
   double lane[kSumLanes][kColumnBlock];
   for (auto& l : lane) std::fill_n(l, m, 0.0);
-  const int64_t whole = r / kSumLanes * kSumLanes;
   auto combine = [&] {
     for (int64_t j = 0; j < m; ++j) out[j] = sum_lanes([&](int64_t l) { return lane[l][j]; });
   };

@@ -305,12 +305,18 @@ TEST_CASE("conv2d against a direct convolution loop") {
     bool bias;
   };
   const Case cases[] = {
-      {2, 3, 7, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},   // plain
-      {1, 2, 8, 9, 3, 3, 2, 2, 3, 1, 1, 1, 1, 1, false},  // stride, padding
-      {2, 2, 9, 9, 2, 3, 3, 1, 2, 2, 1, 2, 3, 1, true},   // dilation
-      {2, 4, 6, 5, 6, 3, 1, 1, 1, 1, 0, 1, 1, 2, true},   // groups
-      {1, 6, 5, 5, 6, 2, 2, 2, 1, 1, 1, 2, 1, 6, true},   // depthwise, mixed
-      {3, 4, 4, 4, 8, 1, 1, 1, 1, 0, 0, 1, 1, 4, false},  // 1x1 grouped
+      {2, 3, 7, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},    // plain
+      {1, 2, 8, 9, 3, 3, 2, 2, 3, 1, 1, 1, 1, 1, false},   // stride, padding
+      {2, 2, 9, 9, 2, 3, 3, 1, 2, 2, 1, 2, 3, 1, true},    // dilation
+      {2, 4, 6, 5, 6, 3, 1, 1, 1, 1, 0, 1, 1, 2, true},    // groups
+      {1, 6, 5, 5, 6, 2, 2, 2, 1, 1, 1, 2, 1, 6, true},    // depthwise, mixed
+      {3, 4, 4, 4, 8, 1, 1, 1, 1, 0, 0, 1, 1, 4, false},   // 1x1 grouped
+      {2, 3, 9, 40, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},   // stride 2, rows of 20 outputs
+      {1, 2, 7, 37, 3, 3, 2, 3, 2, 0, 1, 2, 1, 1, false},  // stride (3, 2), row dilation
+      {2, 2, 6, 5, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1, true},    // stride 2, more padding than input
+      {1, 1, 4, 34, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},   // stride 2, rows of 16 + 1
+      {1, 2, 5, 3, 2, 3, 3, 2, 2, 0, 0, 1, 1, 1, false},   // stride 2, rows of 1
+      {1, 1, 3, 19, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},  // stride 1, rows of 16 + 1
   };
   for (DType dt : {kFloat32, kFloat64}) {
     for (const Case& k : cases) {

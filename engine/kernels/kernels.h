@@ -82,6 +82,14 @@ Tensor reduce(ReduceKind kind, const Tensor& x, const IntList& dims, bool keepdi
               bool unbiased);
 Tensor softmax(const Tensor& x, int64_t dim, bool log);
 
+// dst[r * dst_rows + k] = src[r * src_rows + step * k] for k in [0, n), r in [0, rows), step 1
+// or 2, reading no element past each row's src[step * (n - 1)]: im2col's rows, all of a tap's
+// rows in one call (they are short: a call and a scalar tail per row cost more than the copy).
+void copy_rows(const float* src, int64_t src_rows, int step, float* dst, int64_t dst_rows,
+               int64_t n, int64_t rows);
+void copy_rows(const double* src, int64_t src_rows, int step, double* dst, int64_t dst_rows,
+               int64_t n, int64_t rows);
+
 // C[b] = A[b] @ B[b] for 3-D A [Bt, M, K] and B [Bt, K, N] (any strides; Bt may be 1 on either
 // side to broadcast). Counts one Gemm kernel.
 Tensor bmm(const Tensor& a, const Tensor& b);

@@ -193,8 +193,23 @@ void im2col(const Tensor& x, const ConvGeom& g, int64_t grp0, int64_t grp1, T* c
                              st[2] == g.w && std::abs(off) < g.w;
           const int64_t ylo = std::clamp<int64_t>(g.pad[0] - i * g.dil[0], 0, g.oh);
           const int64_t yhi = std::clamp<int64_t>(g.h + g.pad[0] - i * g.dil[0], ylo, g.oh);
+          // Stride 1 or 2 along rows of unit stride: the tap's valid rows in one strided copy
+          const bool rows = (g.stride[1] == 1 || g.stride[1] == 2) && st[3] == 1 && hi > lo;
+          const int64_t s0 = g.stride[0], y0 = i * g.dil[0] - g.pad[0];  // iy = oy * s0 + y0
+          const int64_t plo = std::clamp<int64_t>(y0 >= 0 ? 0 : (-y0 + s0 - 1) / s0, 0, g.oh);
+          const int64_t phi =
+              std::clamp<int64_t>(g.h - y0 <= 0 ? 0 : (g.h - y0 + s0 - 1) / s0, plo, g.oh);
           for (int64_t b = 0; b < g.n; ++b) {
             const T* plane = xp + b * st[0] + (grp * cg + c) * st[1];
+            if (rows && !block) {
+              std::fill(cols, cols + g.oh * g.ow, T(0));
+              if (phi > plo)
+                kernels::copy_rows(plane + (plo * s0 + y0) * st[2] + x0, s0 * st[2],
+                                   static_cast<int>(g.stride[1]), cols + plo * g.ow + lo, g.ow,
+                                   hi - lo, phi - plo);
+              cols += g.oh * g.ow;
+              continue;
+            }
             if (block) {
               std::fill(cols, cols + ylo * g.ow, T(0));
               std::fill(cols + yhi * g.ow, cols + g.oh * g.ow, T(0));

@@ -133,9 +133,12 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   nn::FunctionalVmapOptions vmap_options{.params = params, .randomness = w.randomness};
   td::Shape shape = w.spec.empty() ? td::Shape{w.batch, w.sizes.front()} : w.input_shape;
   if (w.per_set) shape.insert(shape.begin(), w.sets);
+  // indices: U[0, 1) scaled in double, clamped where the product rounds up to the range itself
   const Tensor x =
       w.index_range > 0
-          ? td::mul(td::rand(shape), static_cast<double>(w.index_range)).to(td::DType::Int64)
+          ? td::clamp(td::mul(td::rand(shape, td::kFloat64), static_cast<double>(w.index_range))
+                          .to(td::DType::Int64),
+                      std::nullopt, w.index_range - 1)
           : td::randn(shape);
   if (w.per_set) {
     // the first forward argument by name, the others (self-attention's key and value) as given

@@ -168,8 +168,9 @@ std::vector<T> Tensor::to_vector() const {
     const Tensor c = contiguous();
     const S* p = static_cast<const S*>(c.raw_data());
     const auto n = static_cast<size_t>(c.numel());
-    if constexpr (std::is_same_v<S, T>) {
-      return std::vector<T>(p, p + n);
+    if constexpr (std::is_same_v<S, T> || (std::is_floating_point_v<S> &&
+                                           std::is_floating_point_v<T> && sizeof(T) >= sizeof(S))) {
+      return std::vector<T>(p, p + n);  // the same type, or a wider floating one: always fits
     } else {
       std::vector<T> out;
       out.reserve(n);

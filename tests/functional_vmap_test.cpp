@@ -358,42 +358,37 @@ TEST_CASE("without chunk_size, a mid-sized ensemble runs in blocks: same values,
   CHECK(blocked_peak * 2 < whole_peak);
 }
 
-TEST_CASE("without chunk_size, small sets with large activations run in blocks too") {
-  // 35 KB of parameters a set but [512, 128] activations (256 KB): blocks of 4 sets
-  auto nets = ensemble(16, [] { return mlp(64, 128, 4); });
+namespace {
+// An ensemble of mlp(in, hidden, out) on a shared [rows, in] without a chunk_size: the values of
+// all sets at once, of one at a time and of the loop, and under half the peak memory of all sets
+// at once (auto_blocks ran it in blocks).
+void check_runs_in_blocks(int64_t sets, int64_t in, int64_t hidden, int64_t out, int64_t rows) {
+  auto nets = ensemble(sets, [&] { return mlp(in, hidden, out); });
   TensorDict params = TensorDict::from_modules(nets);
-  Tensor x = randn({512, 64});
+  Tensor x = randn({rows, in});
   auto run = [&](std::optional<int64_t> c) {
     reset_peak_memory();
     const int64_t start = memory_stats().current_bytes;
-    Tensor out =
-        functional_vmap(*nets[0], {.params = params, .args = {x}, .chunk_size = c}).tensor();
-    return std::make_pair(out, memory_stats().peak_bytes - start);
+    Tensor y = functional_vmap(*nets[0], {.params = params, .args = {x}, .chunk_size = c}).tensor();
+    return std::make_pair(y, memory_stats().peak_bytes - start);
   };
   auto [blocked, blocked_peak] = run(std::nullopt);
-  auto [whole, whole_peak] = run(16);
+  auto [whole, whole_peak] = run(sets);
   CHECK(equal(blocked, whole));
+  CHECK(equal(blocked, run(1).first));
   CHECK(close(blocked, loop_reference(*nets[0], params, {x}, {}, {})));
   CHECK(blocked_peak * 2 < whole_peak);
+}
+}  // namespace
+
+TEST_CASE("without chunk_size, small sets with large activations run in blocks too") {
+  // 35 KB of parameters a set but [512, 128] activations (256 KB): blocks of 4 sets
+  check_runs_in_blocks(16, 64, 128, 4, 512);
 }
 
 TEST_CASE("without chunk_size, sets whose activations alone outgrow the cache run one by one") {
   // 11 KB of parameters a set but [4096, 128] activations (2 MB): one set at a time
-  auto nets = ensemble(4, [] { return mlp(16, 128, 4); });
-  TensorDict params = TensorDict::from_modules(nets);
-  Tensor x = randn({4096, 16});
-  auto run = [&](std::optional<int64_t> c) {
-    reset_peak_memory();
-    const int64_t start = memory_stats().current_bytes;
-    Tensor out =
-        functional_vmap(*nets[0], {.params = params, .args = {x}, .chunk_size = c}).tensor();
-    return std::make_pair(out, memory_stats().peak_bytes - start);
-  };
-  auto [blocked, blocked_peak] = run(std::nullopt);
-  auto [whole, whole_peak] = run(4);
-  CHECK(equal(blocked, whole));
-  CHECK(equal(blocked, run(1).first));
-  CHECK(blocked_peak * 2 < whole_peak);
+  check_runs_in_blocks(4, 16, 128, 4, 4096);
 }
 
 namespace {

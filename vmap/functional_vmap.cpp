@@ -370,10 +370,12 @@ struct Blocks {
 // 4 MiB a layer) spill from L2 between one layer and the next; in blocks of kBlockBytes of
 // parameters, or of activations where those are larger, they stay in cache (5-8% on the mlp32
 // workloads; 25-28% on 128 sets of 32-64-64-2 on 256 rows each and 64 sets of 32-128-128-4 on
-// 512 shared rows, whose activations are 2.5-3x their parameters). Only where it was measured
-// to pay: sets of at least 1/16 of the block (smaller ones, as mlp256_small, gained nothing),
-// parameters under half of it (larger ones, as mlp8_large, cannot be blocked), and blocks with
-// enough work to hide a module call's overhead.
+// 512 shared rows, whose activations are 2.5-3x their parameters); a set whose activations
+// alone exceed the block runs alone (64 sets of 16-128-4 on 4096 rows: 2x; convolution
+// ensembles, whose activations are estimated from the image positions and the im2col width:
+// 1.2-2x). Only where it was measured to pay: sets of at least 1/16 of the block (smaller ones,
+// as mlp256_small, gained nothing), parameters under half of it (larger ones, as mlp8_large,
+// cannot be blocked), and blocks with enough work to hide a module call's overhead.
 // More threads: blocks of sets run at once, one per thread at a time, instead of every op
 // splitting its sets across the threads and waiting for the slowest at each op; cache-sized
 // blocks for mid-sized sets, one block per thread for small ones. Only outside any vmap or

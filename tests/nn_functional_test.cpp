@@ -168,9 +168,10 @@ TEST_CASE("batch_norm training: batch stats and running stats updated in place")
 }
 
 TEST_CASE("layer_norm and batch_norm on rows longer than the kernels' vector lanes") {
-  // The kernels sum 16 lanes at a time and then a tail: lengths 37 and 19 reach both, checked
-  // against plain loops in double. Offsets make the mean large against the spread, as real
-  // activations often are.
+  // The rows' sums run 32 lanes at a time with AVX-512 (four vectors of doubles), then a tail:
+  // rows of 37 reach both; [5, 19] takes batch_norm's row-of-channels path. Checked against plain
+  // loops in double. Offsets make the mean large against the spread, as real activations often
+  // are.
   for (DType dt : {kFloat32, kFloat64}) {
     const double tol = dt == kFloat32 ? 2e-4 : 1e-10;
     const int64_t rows = 3, d = 37;

@@ -81,6 +81,13 @@ enum class ReduceKind { Sum, Mean, Var, Std, Amax, Amin, Argmax, Argmin };
 Tensor reduce(ReduceKind kind, const Tensor& x, const IntList& dims, bool keepdim,
               bool unbiased);
 Tensor softmax(const Tensor& x, int64_t dim, bool log);
+// p[0] + ... + p[n - 1], and the sum of (p[i] - m)^2, in double and in the one order every
+// floating reduction takes: a row's result depends on its values alone, not on where it lies
+// (so chunked, looped and unchunked vmapped calls agree bit for bit).
+double row_sum(const float* p, int64_t n);
+double row_sum(const double* p, int64_t n);
+double row_sum_squares(const float* p, int64_t n, double m);
+double row_sum_squares(const double* p, int64_t n, double m);
 
 // dst[r * dst_rows + k] = src[r * src_rows + step * k] for k in [0, n), r in [0, rows), step 1
 // or 2, reading no element past each row's src[step * (n - 1)]: im2col's rows, all of a tap's

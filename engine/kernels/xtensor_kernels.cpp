@@ -17,7 +17,6 @@
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
-#include "engine/kernels/lane_sum.h"
 #include "engine/kernels/simd.h"
 
 namespace td::kernels {
@@ -959,7 +958,7 @@ void softmax_row(const T* a, T* b, int64_t n, bool log) {
     exp_lanes<T>(B::load_aligned(buf) - vmx).store_aligned(buf);
     std::copy(buf, buf + (n - i), b + i);
   }
-  const double s = lane_sum(n, [&](int64_t k) { return static_cast<double>(b[k]); });
+  const double s = run_sum(b, n, kPlus);
   if (log) {
     const T ls = static_cast<T>(std::log(s));
     for (int64_t k = 0; k < n; ++k) b[k] = a[k] - mx - ls;
@@ -1220,6 +1219,15 @@ void copy_rows(const float* src, int64_t src_rows, int step, float* dst, int64_t
 void copy_rows(const double* src, int64_t src_rows, int step, double* dst, int64_t dst_rows,
                int64_t n, int64_t rows) {
   copy_rows_typed(src, src_rows, step, dst, dst_rows, n, rows);
+}
+
+double row_sum(const float* p, int64_t n) { return run_sum(p, n, kPlus); }
+double row_sum(const double* p, int64_t n) { return run_sum(p, n, kPlus); }
+double row_sum_squares(const float* p, int64_t n, double m) {
+  return run_sum(p, n, squares_about(m));
+}
+double row_sum_squares(const double* p, int64_t n, double m) {
+  return run_sum(p, n, squares_about(m));
 }
 
 Tensor softmax(const Tensor& x, int64_t dim, bool log) {

@@ -7,7 +7,6 @@
 #include <limits>
 
 #include "engine/kernels/kernels.h"
-#include "engine/kernels/lane_sum.h"
 #include "engine/ops.h"
 #include "engine/ops/impls.h"
 
@@ -37,7 +36,6 @@ void impl::check_same_dtype(const char* op, const Tensor& x, const Tensor& t, co
 namespace {
 using impl::check_floating;
 using impl::check_same_dtype;
-using kernels::lane_sum;
 
 // An optional input's shape for the shared shape checks (null when absent).
 const Shape* shape_or_null(const Tensor& t) { return t.defined() ? &t.shape() : nullptr; }
@@ -88,13 +86,8 @@ void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const std::vecto
     T* yr = y + r * d;
     const double* w = wv.data() + r / rows_per_set * d;
     const double* b = bv.data() + r / rows_per_set * d;
-    const double mean = lane_sum(d, [&](int64_t i) { return static_cast<double>(xr[i]); }) / dd;
-    const double var = lane_sum(d,
-                                [&](int64_t i) {
-                                  const double t = xr[i] - mean;
-                                  return t * t;
-                                }) /
-                       dd;
+    const double mean = kernels::row_sum(xr, d) / dd;
+    const double var = kernels::row_sum_squares(xr, d, mean) / dd;
     const double inv = 1.0 / std::sqrt(var + eps);
     for (int64_t i = 0; i < d; ++i) yr[i] = static_cast<T>((xr[i] - mean) * inv * w[i] + b[i]);
   }
@@ -109,26 +102,28 @@ void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool com
                      std::vector<double>& mean, std::vector<double>& var,
                      const std::vector<double>& w, const std::vector<double>& b, double eps) {
   const double cnt = static_cast<double>(n * s);
-  // acc[ch] += the sum of f over channel ch's values in row i, for every row and channel
-  auto per_channel = [&](std::vector<double>& acc, auto f) {
+  // acc[ch] = the mean over rows of channel ch's term: one value's (s == 1, a row of channels at
+  // a time) or the sum over its s values
+  auto per_channel = [&](std::vector<double>& acc, auto value_term, auto run_sum) {
     std::fill(acc.begin(), acc.end(), 0.0);
     for (int64_t i = 0; i < n; ++i) {
       const T* row = x + i * c * s;
-      if (s == 1) {
-        for (int64_t ch = 0; ch < c; ++ch) acc[ch] += f(row[ch], ch);
-      } else {
-        for (int64_t ch = 0; ch < c; ++ch)
-          acc[ch] += lane_sum(s, [&](int64_t j) { return f(row[ch * s + j], ch); });
-      }
+      for (int64_t ch = 0; ch < c; ++ch)
+        acc[ch] += s == 1 ? value_term(row[ch], ch) : run_sum(row + ch * s, ch);
     }
     for (double& a : acc) a /= cnt;
   };
   if (compute) {
-    per_channel(mean, [](T v, int64_t) { return static_cast<double>(v); });
-    per_channel(var, [&](T v, int64_t ch) {
-      const double t = v - mean[ch];
-      return t * t;
-    });
+    per_channel(
+        mean, [](T v, int64_t) { return static_cast<double>(v); },
+        [&](const T* p, int64_t) { return kernels::row_sum(p, s); });
+    per_channel(
+        var,
+        [&](T v, int64_t ch) {
+          const double t = v - mean[ch];
+          return t * t;
+        },
+        [&](const T* p, int64_t ch) { return kernels::row_sum_squares(p, s, mean[ch]); });
   }
   std::vector<double> scale(c), shift(c);
   for (int64_t ch = 0; ch < c; ++ch) {

@@ -179,47 +179,21 @@ void im2col(const Tensor& x, const ConvGeom& g, int64_t grp0, int64_t grp1, T* c
           auto [lo, hi] = valid_range(g.ow, g.stride[1], g.pad[1], j * g.dil[1], g.w);
           const int64_t x0 = lo * g.stride[1] - g.pad[1] + j * g.dil[1];
           const int64_t step = g.stride[1] * st[3];
-          // Stride 1 with as many output columns as input ones (a "same" convolution) and
-          // contiguous rows: a tap's valid rows are one contiguous block of the plane shifted
-          // by `off`, copied at once, then the columns that wrapped around to the next or the
-          // previous row are zeroed (a copy per row cost more in calls than in bytes).
-          const int64_t off = j * g.dil[1] - g.pad[1];
-          const bool block = g.stride[0] == 1 && g.stride[1] == 1 && g.ow == g.w && st[3] == 1 &&
-                             st[2] == g.w && std::abs(off) < g.w;
-          const int64_t ylo = std::clamp<int64_t>(g.pad[0] - i * g.dil[0], 0, g.oh);
-          const int64_t yhi = std::clamp<int64_t>(g.h + g.pad[0] - i * g.dil[0], ylo, g.oh);
           // Stride 1 or 2 along rows of unit stride: the tap's valid rows in one strided copy
-          const bool rows = (g.stride[1] == 1 || g.stride[1] == 2) && st[3] == 1 && hi > lo;
+          // (a copy per row cost more in calls and scalar tails than in bytes); others row by row
+          const bool rows = (g.stride[1] == 1 || g.stride[1] == 2) && st[3] == 1;
           const int64_t s0 = g.stride[0], y0 = i * g.dil[0] - g.pad[0];  // iy = oy * s0 + y0
           const int64_t plo = std::clamp<int64_t>(y0 >= 0 ? 0 : (-y0 + s0 - 1) / s0, 0, g.oh);
           const int64_t phi =
               std::clamp<int64_t>(g.h - y0 <= 0 ? 0 : (g.h - y0 + s0 - 1) / s0, plo, g.oh);
           for (int64_t b = 0; b < g.n; ++b) {
             const T* plane = xp + b * st[0] + (grp * cg + c) * st[1];
-            if (rows && !block) {
+            if (rows) {
               std::fill(cols, cols + g.oh * g.ow, T(0));
               if (phi > plo)
                 kernels::copy_rows(plane + (plo * s0 + y0) * st[2] + x0, s0 * st[2],
                                    static_cast<int>(g.stride[1]), cols + plo * g.ow + lo, g.ow,
                                    hi - lo, phi - plo);
-              cols += g.oh * g.ow;
-              continue;
-            }
-            if (block) {
-              std::fill(cols, cols + ylo * g.ow, T(0));
-              std::fill(cols + yhi * g.ow, cols + g.oh * g.ow, T(0));
-              const int64_t len = (yhi - ylo) * g.ow;
-              if (len > 0) {
-                T* dst = cols + ylo * g.ow;
-                const int64_t k0 = std::max<int64_t>(-off, 0), k1 = len - std::max<int64_t>(off, 0);
-                const T* src = plane + (ylo - g.pad[0] + i * g.dil[0]) * g.w + (off + k0);
-                std::copy_n(src, k1 - k0, dst + k0);
-                for (int64_t r = 0; r < yhi - ylo; ++r) {
-                  T* row = dst + r * g.ow;
-                  if (off < 0) std::fill(row, row - off, T(0));
-                  if (off > 0) std::fill(row + g.ow - off, row + g.ow, T(0));
-                }
-              }
               cols += g.oh * g.ow;
               continue;
             }
@@ -233,11 +207,7 @@ void im2col(const Tensor& x, const ConvGeom& g, int64_t grp0, int64_t grp1, T* c
               std::fill(cols + hi, cols + g.ow, T(0));
               if (hi == lo) continue;
               const T* src = plane + iy * st[2] + x0 * st[3];
-              if (step == 1) {
-                std::copy(src, src + (hi - lo), cols + lo);
-              } else {
-                for (int64_t ox = lo; ox < hi; ++ox, src += step) cols[ox] = *src;
-              }
+              for (int64_t ox = lo; ox < hi; ++ox, src += step) cols[ox] = *src;
             }
           }
         }

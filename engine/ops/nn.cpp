@@ -281,18 +281,21 @@ PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAtt
   return g;
 }
 
-// o[k] = max(o[k], src[k * step]) for k in [0, n), a NaN winning as in torch. Written as a max
-// instruction's pattern and a select, so that neither the vector loop nor its scalar tail
-// branches on the data (random data mispredicted every other element); S is the step when known
-// at compile time (0: use `step`).
+// max(m, v) with a NaN winning, as torch's max pool: a max instruction's pattern and a select,
+// so that loops of it, vector and scalar tail alike, do not branch on the data (random data
+// mispredicted every other element).
+template <class T>
+T nan_max(T m, T v) {
+  const T bigger = v > m ? v : m;
+  return v != v ? v : bigger;
+}
+
+// o[k] = nan_max(o[k], src[k * step]) for k in [0, n); S is the step when known at compile time
+// (0: use `step`).
 template <int64_t S, class T>
 void max_into(T* __restrict o, const T* __restrict src, int64_t n, int64_t step) {
   const int64_t s = S ? S : step;
-  for (int64_t k = 0; k < n; ++k) {
-    const T v = src[k * s];
-    const T m = v > o[k] ? v : o[k];
-    o[k] = v != v ? v : m;
-  }
+  for (int64_t k = 0; k < n; ++k) o[k] = nan_max(o[k], src[k * s]);
 }
 
 // The usual case, windows that tile the input (kernel = stride = K, no padding or dilation, rows
@@ -308,11 +311,7 @@ void pool_tiles(const T* plane, int64_t row_stride, T* out, int64_t oh, int64_t 
       if constexpr (Max) {
         T m = -std::numeric_limits<T>::infinity();
         for (int i = 0; i < K; ++i)
-          for (int j = 0; j < K; ++j) {
-            const T v = r[i * row_stride + ox * K + j];
-            const T bigger = v > m ? v : m;
-            m = v != v ? v : bigger;
-          }
+          for (int j = 0; j < K; ++j) m = nan_max(m, r[i * row_stride + ox * K + j]);
         out[ox] = m;
       } else {
         double sum = 0;
@@ -350,25 +349,6 @@ void pool_loop(const Tensor& x, T* out, int64_t* idx, const PoolGeom& g, bool is
     const int64_t hi = start >= n ? 0 : std::min(k, (n - 1 - start) / dil + 1);
     return std::array<int64_t, 2>{lo, std::max(lo, hi)};
   };
-  // each output column's taps; for each tap column any window reaches, the output columns
-  // [lo, hi) whose windows reach it and the input column of the first
-  std::vector<std::array<int64_t, 2>> col_taps(g.ow);
-  int64_t jmin = g.k[1], jmax = 0;
-  for (int64_t ox = 0; ox < g.ow; ++ox) {
-    col_taps[ox] = taps(ox * g.stride[1] - g.pad[1], g.dil[1], g.k[1], g.w);
-    if (col_taps[ox][0] < col_taps[ox][1]) {
-      jmin = std::min(jmin, col_taps[ox][0]);
-      jmax = std::max(jmax, col_taps[ox][1]);
-    }
-  }
-  struct TapCol {
-    int64_t lo, hi, ix0;
-  };
-  std::vector<TapCol> tap_cols;
-  for (int64_t j = jmin; j < jmax; ++j) {
-    const auto [lo, hi] = valid_range(g.ow, g.stride[1], g.pad[1], j * g.dil[1], g.w);
-    if (lo < hi) tap_cols.push_back({lo, hi, lo * g.stride[1] - g.pad[1] + j * g.dil[1]});
-  }
   const int64_t K = g.k[0];
   if (!idx && g.k[1] == K && g.stride[0] == K && g.stride[1] == K && g.pad[0] == 0 &&
       g.pad[1] == 0 && g.dil[0] == 1 && g.dil[1] == 1 && st[3] == 1 && g.oh * K <= g.h &&
@@ -387,6 +367,25 @@ void pool_loop(const Tensor& x, T* out, int64_t* idx, const PoolGeom& g, bool is
           pool_tiles<3, false>(plane, st[2], out, g.oh, g.ow, div);
       }
     return;
+  }
+  // each output column's taps; for each tap column any window reaches, the output columns
+  // [lo, hi) whose windows reach it and the input column of the first
+  std::vector<std::array<int64_t, 2>> col_taps(g.ow);
+  int64_t jmin = g.k[1], jmax = 0;
+  for (int64_t ox = 0; ox < g.ow; ++ox) {
+    col_taps[ox] = taps(ox * g.stride[1] - g.pad[1], g.dil[1], g.k[1], g.w);
+    if (col_taps[ox][0] < col_taps[ox][1]) {
+      jmin = std::min(jmin, col_taps[ox][0]);
+      jmax = std::max(jmax, col_taps[ox][1]);
+    }
+  }
+  struct TapCol {
+    int64_t lo, hi, ix0;
+  };
+  std::vector<TapCol> tap_cols;
+  for (int64_t j = jmin; j < jmax; ++j) {
+    const auto [lo, hi] = valid_range(g.ow, g.stride[1], g.pad[1], j * g.dil[1], g.w);
+    if (lo < hi) tap_cols.push_back({lo, hi, lo * g.stride[1] - g.pad[1] + j * g.dil[1]});
   }
   std::vector<double> sum(is_max ? 0 : g.ow);
   const int64_t step = g.stride[1] * st[3];

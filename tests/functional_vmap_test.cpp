@@ -606,6 +606,29 @@ struct Scaler : nn::Module {
 };
 }  // namespace
 
+namespace {
+// Convolution parameters and a forward that takes no tensor: nothing to size blocks of sets by.
+struct FilterBank : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv;
+  FilterBank() {
+    conv = register_module("conv", std::make_shared<nn::Conv2d>(2, 3, 3));
+    register_method("forward", &FilterBank::forward, {"scale"});
+  }
+  std::string type_name() const override { return "FilterBank"; }
+  Tensor forward(double scale) { return conv->weight.get() * scale; }
+};
+}  // namespace
+
+TEST_CASE("a module with convolution weights and no tensor input runs without blocks") {
+  // auto_blocks looked at the first tensor input's dims before checking there was one
+  std::vector<std::shared_ptr<FilterBank>> mods;
+  for (int i = 0; i < 4; ++i) mods.push_back(std::make_shared<FilterBank>());
+  TensorDict params = TensorDict::from_modules(mods);
+  Tensor out = functional_vmap(*mods[0], {.params = params, .args = {Value(2.0)}}).tensor();
+  REQUIRE(out.shape() == Shape{4, 3, 2, 3, 3});
+  for (int i = 0; i < 4; ++i) CHECK(equal(out[i], mods[i]->conv->weight.get() * 2.0));
+}
+
 TEST_CASE("method calls a registered method with keyword inputs") {
   manual_seed(4);
   std::vector<std::shared_ptr<Scaler>> mods;

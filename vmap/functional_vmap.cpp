@@ -420,8 +420,9 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
     if (!input) input = first_tensor(v);
   // its rows: every dim but the features; an image batch [N, C, H, W] that meets a convolution
   // has N*H*W (the rows of the convolution's GEMM)
+  if (!input || input->dim() == 0) return {};
   const int64_t features_dim = conv && input->dim() >= 3 ? -3 : -1;
-  if (!input || input->dim() == 0 || input->size(features_dim) == 0) return {};
+  if (input->size(features_dim) == 0) return {};
   const int64_t rows = input->numel() / input->size(features_dim) / sets_in_input;
   const double set_flops = 2.0 * static_cast<double>(param_count * rows);
   // a set's size is the larger of its parameters and a layer's activations (rows times the

@@ -689,9 +689,9 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
       im2col<double>(x4, g, g0, g0 + gb, cols.data<double>());
     for (int64_t s = 0; s < sets; ++s) {
       // [gb, Og, Cg*kh*kw] @ [gb, Cg*kh*kw, N*OH*OW]: the block's groups in one batched GEMM
-      Tensor bank = w.narrow(0, s * g.cout + g0 * og, gb * og).reshape({gb, og, ckk});
+      const int64_t ch0 = s * g.cout + g0 * og;  // the block's first output channel
+      Tensor bank = w.narrow(0, ch0, gb * og).reshape({gb, og, ckk});
       Tensor res = kernels::bmm(bank, cols);
-      const int64_t ch0 = s * g.cout + g0 * og;
       if (x.dtype() == DType::Float32)
         scatter_conv<float>(res.data<float>(), out.data<float>(), g, cout, ch0, gb * og, bias);
       else

@@ -4,6 +4,7 @@
 #include "engine/dispatch.h"
 #include "engine/dtype.h"
 #include "engine/errors.h"
+#include "engine/kernels/isa.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"

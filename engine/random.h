@@ -27,34 +27,18 @@ std::array<uint32_t, 4> philox4x32_10(std::array<uint32_t, 4> counter,
 // with the scalar reference.
 uint32_t philox_word(uint64_t seed, uint64_t stream, uint64_t set_key, uint64_t index);
 
-// Fills out[0..n) with draws for element indices [elem0, elem0 + n).
-void philox_uniform(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
-                    uint64_t elem0 = 0);  // [0, 1)
-void philox_uniform(double* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
-                    uint64_t elem0 = 0);
-void philox_normal(float* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
-                   uint64_t elem0 = 0);  // N(0, 1)
-void philox_normal(double* out, int64_t n, uint64_t seed, uint64_t stream, uint64_t set_key,
-                   uint64_t elem0 = 0);
+// The fills (philox_uniform, philox_normal, philox_keep_mask, philox_dropout) are kernels, in
+// engine/kernels/kernels.def. Float uniform element e is word e of the stream; a double, and
+// each pair of normals (Box-Muller), takes a block's two word pairs.
 // Dropout's keep draws, float32: element e is kept with probability 1 - T / 2^24, T =
 // ceil(float(p) * 2^24) (what rand >= p gives), from a byte per element instead of a word.
 // Element e takes byte e % 4 (bits 8(e % 4) up) of word e / 4 of the stream philox_uniform
 // reads; it is kept if that byte is above T's top byte (T >> 16), dropped if below, and on a tie
 // kept if bits 16-31 of word 2^62 + j are at least T & 0xFFFF, j counting the ties before it
 // (in element order). Four times fewer Philox words than rand.
-// philox_keep_mask fills out[0..n) with 1 (kept) or 0; philox_keep_reference is element e's
-// draw from the scalar Philox, given the number of ties before it (for tests).
-void philox_keep_mask(float* out, int64_t n, double p, uint64_t seed, uint64_t stream,
-                      uint64_t set_key);
+// philox_keep_reference is element e's draw from the scalar Philox, given the number of ties
+// before it (for tests).
 bool philox_keep_reference(uint64_t seed, uint64_t stream, uint64_t set_key, double p, uint64_t e,
                            uint64_t ties_before);
-// Dropout in one pass: out[i] = (x[i] * keep_i) * (1 / (1 - p)) in the dtype's arithmetic: bit
-// for bit what mul(mul(x, keep), 1 / (1 - p)) gives, without its passes. keep_i is
-// philox_keep_mask's (float32), or u_i >= p for u_i element i of philox_uniform (float64). x may
-// be out (in place).
-void philox_dropout(const float* x, float* out, int64_t n, double p, uint64_t seed,
-                    uint64_t stream, uint64_t set_key);
-void philox_dropout(const double* x, double* out, int64_t n, double p, uint64_t seed,
-                    uint64_t stream, uint64_t set_key);
 
 }  // namespace td

@@ -575,6 +575,22 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
         }
 }
 
+// A product of our kernel cut across threads into column blocks whose last block is narrow
+// (130 = 128 + 2 columns, 129, 200): a block of a few columns must not take another path of the
+// kernel (dot products, the scalar loop) than the whole product's tiles.
+TEST_CASE("gemm_nt: our kernel's column blocks keep the whole product's path and bits") {
+  for (int64_t n : {129, 130, 200}) {
+    CAPTURE(n);
+    Tensor x = seq({1, 64, 512}, kFloat32, 0.29), w = seq({1, n, 512}, kFloat32, 0.13);
+    Tensor b = seq({1, n}, kFloat32, 0.5);
+    Tensor one = kernels::gemm_nt(x, w, b, false);
+    set_num_threads(2);
+    Tensor two = kernels::gemm_nt(x, w, b, false);
+    set_num_threads(1);
+    CHECK(equal(two, one));
+  }
+}
+
 // With more threads than products, one of our kernel's products is cut into column blocks, one
 // per thread: every output is computed as in the whole product, so the bits are the one-thread
 // bits (a cut of an OpenBLAS product may round differently; this one must not).
@@ -675,7 +691,7 @@ TEST_CASE("a small product has the same bits at any place in the batch") {
       const int64_t bt = 8;
       Tensor a = seq({bt, m, k}, dt), b = seq({bt, k, n}, dt, 0.23), bias = seq({bt, n}, dt, 0.71);
       Tensor whole = matmul(a, b).to(kFloat64);
-      Tensor nt = kernels::gemm_nt(a, b.transpose(1, 2), bias).to(kFloat64);
+      Tensor nt = kernels::gemm_nt(a, b.transpose(1, 2), bias, false).to(kFloat64);
       std::vector<double> av = a.to(kFloat64).to_vector<double>(),
                           bv = b.to(kFloat64).to_vector<double>();
       for (int64_t s = 0; s < bt; ++s) {
@@ -683,7 +699,7 @@ TEST_CASE("a small product has the same bits at any place in the batch") {
         Tensor one = matmul(a.select(0, s), b.select(0, s)).to(kFloat64);
         CHECK(equal(one, whole.select(0, s)));
         Tensor one_nt = kernels::gemm_nt(a.slice(0, s, s + 1), b.slice(0, s, s + 1).transpose(1, 2),
-                                         bias.slice(0, s, s + 1))
+                                         bias.slice(0, s, s + 1), false)
                             .to(kFloat64);
         CHECK(equal(one_nt, nt.slice(0, s, s + 1)));
         // and the values: a loop in double

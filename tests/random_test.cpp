@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kernels/kernels.h"
 #include "vmap/vmap.h"
 
 using namespace td;
@@ -157,7 +158,7 @@ TEST_CASE("the vectorised fill equals the scalar Philox word by word, from any o
   for (uint64_t elem0 : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{61}, uint64_t{1021},
                          4 * ((uint64_t{1} << 32) - 7) + 1}) {
     std::vector<float> f(700);
-    philox_uniform(f.data(), 700, 99, 5, 1234567, elem0);
+    kernels::philox_uniform(f.data(), 700, 99, 5, 1234567, elem0);
     for (int64_t i = 0; i < 700; ++i)
       CHECK(f[i] == float(philox_word(99, 5, 1234567, elem0 + i) >> 8) * (1.0f / 16777216.0f));
   }
@@ -256,12 +257,12 @@ TEST_CASE("philox_dropout in place gives what it gives into another buffer") {
     for (int64_t i = 0; i < n; ++i) x[static_cast<size_t>(i)] = 1.0f + static_cast<float>(i % 97);
     x[5] = std::numeric_limits<float>::infinity();
     std::vector<float> out(x.size()), in_place = x;
-    philox_dropout(x.data(), out.data(), n, p, 17, 3, 9);
-    philox_dropout(in_place.data(), in_place.data(), n, p, 17, 3, 9);
+    kernels::philox_dropout(x.data(), out.data(), n, p, 17, 3, 9);
+    kernels::philox_dropout(in_place.data(), in_place.data(), n, p, 17, 3, 9);
     CHECK(std::memcmp(out.data(), in_place.data(), out.size() * sizeof(float)) == 0);
     // and what the mask says, element by element
     std::vector<float> keep(x.size());
-    philox_keep_mask(keep.data(), n, p, 17, 3, 9);
+    kernels::philox_keep_mask(keep.data(), n, p, 17, 3, 9);
     const float scale = static_cast<float>(1.0 / (1.0 - p));
     int64_t bad = 0;
     for (size_t i = 0; i < x.size(); ++i) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kernels/kernels.h"
 #include "tests/test_util.h"
 #include "vmap/vmap.h"
 
@@ -40,7 +41,7 @@ TEST_CASE("vmap Different: set i's draws are bit-identical across chunk sizes") 
   // the documented key: stream 0 of the seed, set key combine_set_key(0, i)
   for (int64_t i = 0; i < kB; ++i) {
     std::vector<float> want(5);
-    philox_uniform(want.data(), 5, 123, 0, combine_set_key(0, static_cast<uint64_t>(i)));
+    kernels::philox_uniform(want.data(), 5, 123, 0, combine_set_key(0, static_cast<uint64_t>(i)), 0);
     auto got = ref.select(0, i).to_vector<float>();
     for (int k = 0; k < 5; ++k) CHECK(got[k] == want[k]);
   }
@@ -145,7 +146,7 @@ TEST_CASE("vmap nested randomness: each level applies its own mode") {
       for (int64_t j = 0; j < b2; ++j) {
         std::vector<float> want(6);
         uint64_t key = combine_set_key(combine_set_key(0, i), j);
-        philox_uniform(want.data(), 6, 77, 0, key);
+        kernels::philox_uniform(want.data(), 6, 77, 0, key, 0);
         auto got = r.select(0, i).select(0, j).to_vector<float>();
         for (int k = 0; k < 6; ++k) CHECK(got[k] == want[k]);
       }

@@ -2,7 +2,6 @@
 // and columns, one product per set). OpenBLAS spends a quarter of such a call packing and in
 // per-call setup; here one NR-column panel of w^T is packed at a time (it stays in L1) while MR
 // rows of x stream past it from L2, and bias and ReLU are applied as each tile is stored.
-#include "engine/kernels/small_gemm.h"
 
 #include <xsimd/xsimd.hpp>
 
@@ -14,9 +13,10 @@
 #include <array>
 #include <utility>
 
+#include "engine/kernels/kernels.h"
 #include "engine/kernels/simd.h"
 
-namespace td::kernels {
+namespace td::kernels::TD_ISA {
 namespace {
 
 using V = xsimd::batch<float>;
@@ -446,4 +446,4 @@ void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int
     run({x, xrs, xcs, w, wrs, wcs, bias, nullptr, bs, y, yrs, 1, m, n, k, relu, next.w, next.bias});
 }
 
-}  // namespace td::kernels
+}  // namespace td::kernels::TD_ISA

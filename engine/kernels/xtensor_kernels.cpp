@@ -19,7 +19,7 @@
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/simd.h"
 
-namespace td::kernels {
+namespace td::kernels::TD_ISA {
 namespace {
 
 // ---- strided iteration ----
@@ -421,22 +421,6 @@ T apply_binary(BinaryKind k, T a, T b) {
 }
 
 }  // namespace
-
-bool is_predicate(BinaryKind k) {
-  switch (k) {
-    case BinaryKind::Eq:
-    case BinaryKind::Ne:
-    case BinaryKind::Lt:
-    case BinaryKind::Le:
-    case BinaryKind::Gt:
-    case BinaryKind::Ge:
-    case BinaryKind::LogicalAnd:
-    case BinaryKind::LogicalOr:
-      return true;
-    default:
-      return false;
-  }
-}
 
 namespace {
 
@@ -1241,4 +1225,4 @@ Tensor softmax(const Tensor& x, int64_t dim, bool log) {
   return out;
 }
 
-}  // namespace td::kernels
+}  // namespace td::kernels::TD_ISA

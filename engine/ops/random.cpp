@@ -4,6 +4,7 @@
 
 #include "engine/dispatch.h"
 #include "engine/ops.h"
+#include "engine/kernels/kernels.h"
 #include "engine/ops/impls.h"
 
 namespace td {
@@ -40,24 +41,24 @@ void fill_random(OpId op, const OpAttrs& attrs, void* out, int64_t n, uint64_t s
   if (op == OpId::dropout_mask) {
     if (attrs.dtype != DType::Float32)
       throw_error<TypeError>("[dropout_mask] draws float32 masks, got ", dtype_name(attrs.dtype));
-    philox_keep_mask(static_cast<float*>(out), n, attrs.alpha, seed, stream, key);
+    kernels::philox_keep_mask(static_cast<float*>(out), n, attrs.alpha, seed, stream, key);
   } else if (attrs.dtype == DType::Float32) {
     auto* p = static_cast<float*>(out);
-    op == OpId::randn ? philox_normal(p, n, seed, stream, key)
-                      : philox_uniform(p, n, seed, stream, key);
+    op == OpId::randn ? kernels::philox_normal(p, n, seed, stream, key, 0)
+                      : kernels::philox_uniform(p, n, seed, stream, key, 0);
   } else {
     auto* p = static_cast<double*>(out);
-    op == OpId::randn ? philox_normal(p, n, seed, stream, key)
-                      : philox_uniform(p, n, seed, stream, key);
+    op == OpId::randn ? kernels::philox_normal(p, n, seed, stream, key, 0)
+                      : kernels::philox_uniform(p, n, seed, stream, key, 0);
   }
 }
 
 void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key) {
   const uint64_t seed = rng_state().seed;
   if (x.dtype() == DType::Float32)
-    philox_dropout(x.data<float>(), out.data<float>(), x.numel(), p, seed, stream, key);
+    kernels::philox_dropout(x.data<float>(), out.data<float>(), x.numel(), p, seed, stream, key);
   else
-    philox_dropout(x.data<double>(), out.data<double>(), x.numel(), p, seed, stream, key);
+    kernels::philox_dropout(x.data<double>(), out.data<double>(), x.numel(), p, seed, stream, key);
 }
 
 namespace {

@@ -258,9 +258,13 @@ int run_bench(BenchOptions o) {
     double g = sgemm_gflops(o);
     progress.done();
     if (o.json)
-      json.push_back({{"name", "sgemm_1024"}, {"gflops", g}, {"threads", o.threads}});
+      json.push_back({{"name", "sgemm_1024"},
+                      {"gflops", g},
+                      {"threads", o.threads},
+                      {"isa", td::kernel_isa()}});
     else
-      std::cout << "sgemm_1024\tgflops=" << fmt(g) << "\tthreads=" << o.threads << std::endl;
+      std::cout << "sgemm_1024\tgflops=" << fmt(g) << "\tthreads=" << o.threads
+                << "\tisa=" << td::kernel_isa() << std::endl;
   }
   for (size_t i = 0; i < todo.size(); ++i) {
     Result r = run_workload(todo[i], o, i, todo.size(), progress);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kernels/isa.h"
 #include "tools/tdvmap/common.h"
 #include "tools/tdvmap/model_spec.h"
 
@@ -18,6 +19,15 @@ std::string one_line(std::string s) {
   for (char& c : s)
     if (c == '\n') c = ' ';
   return s;
+}
+
+// The version, and the kernels' instruction-set level (tools/check.sh reads "this CPU runs").
+std::string version_text() {
+  std::string levels;
+  for (const auto& l : td::supported_isas()) levels += (levels.empty() ? "" : " ") + l;
+  return std::string("tdvmap ") + TD_VERSION + "\nkernels: " + td::kernel_isa() +
+         " (this CPU runs " + levels +
+         "; TD_ISA=baseline|avx2|avx512 caps the choice)";
 }
 
 int fail(int status, const std::string& message) {
@@ -32,7 +42,7 @@ int main(int argc, char** argv) {
       "tdvmap: run one module over many stacked parameter sets in one batched call "
       "(td::nn::functional_vmap)."};
   app.require_subcommand(1);
-  app.set_version_flag("--version", std::string("tdvmap ") + TD_VERSION);
+  app.set_version_flag("--version", version_text);
   app.footer(
       "Examples:\n"
       "  tdvmap demo\n"

@@ -8,7 +8,6 @@
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
-#include "engine/kernels/small_gemm.h"
 #include "engine/parallel.h"
 
 #ifdef TD_WITH_OPENBLAS
@@ -16,7 +15,7 @@
 extern "C" void openblas_set_num_threads(int);
 #endif
 
-namespace td::kernels {
+namespace td::kernels::TD_ISA {
 namespace {
 
 using Eigen::Dynamic;
@@ -120,11 +119,17 @@ struct Block {
 };
 
 // How a product that goes to the BLAS is cut into blocks of its [m, n] output, computed one per
-// task on one BLAS thread: by its shape and set_num_threads' count only (not num_threads(),
-// which is 1 inside a SerialScope), never by how many products a call holds. OpenBLAS's last
-// bits depend on how a product is cut (its own threads cut it by their count), so this keeps a
-// set's result the same with any chunk_size, in concurrent blocks of sets, and in a loop over
-// the sets. Cut along the longer side, so each block repacks only the smaller operand.
+// task on one BLAS thread: by its shape only. OpenBLAS's last bits depend on the shape it is
+// given (its AVX2 kernels round a product's columns differently when it is cut into two halves,
+// or when its own threads cut it), so a shape-only cut keeps a set's result the same on any
+// number of threads, with any chunk_size, in concurrent blocks of sets, and in a loop over the
+// sets. Cut along the longer side, so each block repacks only the smaller operand; blocks of
+// kBlasStep (the last one takes the rest) give a few tasks per thread.
+// Our kernel's products are cut only when there are fewer of them than threads, and only into
+// column blocks at least kMinCutSide wide and a multiple of it (the last one takes the rest), in
+// which every output is computed exactly as in the whole product (same tile path, same row
+// tiles, same k order, lanes independent): so the bits do not depend on the cut, and it may
+// depend on the thread count.
 struct Cut {
   int64_t parts = 1, step = 0;
   bool rows = false;
@@ -132,29 +137,22 @@ struct Cut {
 
 constexpr double kMinCutFlops = 8e6;  // below this a product is not worth a second thread
 constexpr int64_t kMinCutSide = 64;   // the narrowest block OpenBLAS or our kernel runs at speed
+constexpr int64_t kBlasStep = 256;
 
 Cut blas_cut(int64_t m, int64_t n, int64_t k) {
-  const int64_t threads = configured_threads();
   const bool rows = m > n;
   const int64_t side = rows ? m : n;
-  if (threads == 1 || 2.0 * static_cast<double>(m) * n * k < kMinCutFlops) return {};
-  const int64_t parts = std::min<int64_t>(threads, side / kMinCutSide);
-  if (parts <= 1) return {};
-  return {parts, (side + parts - 1) / parts, rows};
+  if (2.0 * static_cast<double>(m) * n * k < kMinCutFlops || side < 2 * kBlasStep) return {};
+  return {side / kBlasStep, kBlasStep, rows};
 }
 
-// How our kernel's products are cut: only when there are fewer of them than threads, and only
-// into column blocks (multiples of 64 wide), in which every output is computed exactly as in the
-// whole product (same row tiles, same k order, lanes independent), so the bits do not depend on
-// the cut, and it may depend on the count.
 Cut kernel_cut(int64_t bt, int64_t m, int64_t n, int64_t k) {
   const int64_t threads = num_threads();
   if (threads == 1 || bt >= threads || 2.0 * static_cast<double>(m) * n * k < kMinCutFlops)
     return {};
   const int64_t parts = std::min<int64_t>(threads, n / kMinCutSide);
   if (parts <= 1) return {};
-  const int64_t step = ((n + parts - 1) / parts + kMinCutSide - 1) / kMinCutSide * kMinCutSide;
-  return {(n + step - 1) / step, step, false};
+  return {parts, n / parts / kMinCutSide * kMinCutSide, false};
 }
 
 // Runs task(i, block) over the bt products of [m, k] x [k, n] matrices, each whole or in the
@@ -172,8 +170,9 @@ void for_each_block(int64_t bt, int64_t m, int64_t n, int64_t k, bool blas, F&& 
       if (cut.parts > 1) {
         int64_t& lo = cut.rows ? b.r0 : b.c0;
         int64_t& hi = cut.rows ? b.r1 : b.c1;
-        lo = t % cut.parts * cut.step;
-        hi = std::min(lo + cut.step, hi);
+        const int64_t part = t % cut.parts;
+        lo = part * cut.step;
+        if (part + 1 < cut.parts) hi = lo + cut.step;
       }
       task(t / cut.parts, b);
     }
@@ -385,4 +384,4 @@ Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) 
   return out;
 }
 
-}  // namespace td::kernels
+}  // namespace td::kernels::TD_ISA

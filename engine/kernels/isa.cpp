@@ -1,0 +1,97 @@
+// Chooses the kernels' level once, from the CPU and TD_ISA, and defines the kernel entry points:
+// each calls its variant of that level. Compiled for the baseline only.
+#include "engine/kernels/isa.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <string_view>
+
+#include "engine/kernels/kernels.h"
+
+namespace td {
+namespace kernels {
+namespace {
+
+constexpr const char* kNames[] = {"baseline", "avx2", "avx512", "native"};
+
+#if defined(TD_ISA_MULTI)
+bool cpu_runs(Isa isa) {
+  __builtin_cpu_init();
+  switch (isa) {
+    case Isa::avx512:
+      return __builtin_cpu_supports("x86-64-v4");
+    case Isa::avx2:
+      return __builtin_cpu_supports("x86-64-v3");
+    default:
+      return isa == Isa::baseline;
+  }
+}
+constexpr Isa kCompiled[] = {Isa::avx512, Isa::avx2, Isa::baseline};
+#elif defined(TD_ISA_NATIVE)
+bool cpu_runs(Isa isa) { return isa == Isa::native; }
+constexpr Isa kCompiled[] = {Isa::native};
+#else
+bool cpu_runs(Isa isa) { return isa == Isa::baseline; }
+constexpr Isa kCompiled[] = {Isa::baseline};
+#endif
+
+Isa choose() {
+  const char* cap = std::getenv("TD_ISA");
+  int limit = static_cast<int>(Isa::avx512);
+  if (cap && *cap) {
+    const std::string_view c(cap);
+    if (c == "baseline")
+      limit = static_cast<int>(Isa::baseline);
+    else if (c == "avx2")
+      limit = static_cast<int>(Isa::avx2);
+    else if (c != "avx512")
+      // not an exception: the first kernel call may come from a static initialiser
+      std::fprintf(stderr, "td: TD_ISA='%.40s' is not one of baseline, avx2, avx512: ignored\n",
+                   cap);
+  }
+  for (Isa isa : kCompiled)
+    if (cpu_runs(isa) && (isa == Isa::native || static_cast<int>(isa) <= limit)) return isa;
+  return kCompiled[std::size(kCompiled) - 1];
+}
+
+}  // namespace
+
+Isa active_isa() {
+  static const Isa isa = choose();
+  return isa;
+}
+
+#if defined(TD_ISA_MULTI)
+#define TD_KERNEL(ret, name, params, args)    \
+  ret name params {                           \
+    switch (active_isa()) {                   \
+      case Isa::avx512:                       \
+        return isa_avx512::name args;         \
+      case Isa::avx2:                         \
+        return isa_avx2::name args;           \
+      default:                                \
+        return isa_baseline::name args;       \
+    }                                         \
+  }
+#elif defined(TD_ISA_NATIVE)
+#define TD_KERNEL(ret, name, params, args) \
+  ret name params { return isa_native::name args; }
+#else
+#define TD_KERNEL(ret, name, params, args) \
+  ret name params { return isa_baseline::name args; }
+#endif
+#include "engine/kernels/kernels.def"
+#undef TD_KERNEL
+
+}  // namespace kernels
+
+std::string kernel_isa() { return kernels::kNames[static_cast<int>(kernels::active_isa())]; }
+
+std::vector<std::string> supported_isas() {
+  std::vector<std::string> out;
+  for (kernels::Isa isa : kernels::kCompiled)
+    if (kernels::cpu_runs(isa)) out.emplace_back(kernels::kNames[static_cast<int>(isa)]);
+  return out;
+}
+
+}  // namespace td

@@ -4,6 +4,10 @@
 
 namespace td {
 
+// fits (dtype.h) counts on a long double that holds every int64 exactly: x86's 80-bit and
+// aarch64's 128-bit ones do; where long double is double (MSVC, 32-bit ARM) it would not.
+static_assert(std::numeric_limits<long double>::digits >= 64);
+
 size_t dtype_size(DType t) {
   switch (t) {
     case DType::Bool: return 1;

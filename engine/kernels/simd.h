@@ -22,4 +22,23 @@ xsimd::batch<T, A> fmadd(xsimd::batch<T, A> a, xsimd::batch<T, A> b, xsimd::batc
   return xsimd::fma(a, b, c);
 }
 
+// Correctly rounded sqrt and a / b, as the scalar code's. xsimd 8.1 computes aarch64's float ones
+// from NEON's estimates and two Newton steps: an ulp or so off, and sqrt(-0) is +0, not -0.
+template <class T, class A>
+xsimd::batch<T, A> sqrt_exact(xsimd::batch<T, A> v) {
+#ifdef __aarch64__
+  if constexpr (std::is_base_of_v<xsimd::neon64, A> && std::is_same_v<T, float>)
+    return vsqrtq_f32(v);
+#endif
+  return xsimd::sqrt(v);
+}
+template <class T, class A>
+xsimd::batch<T, A> div_exact(xsimd::batch<T, A> a, xsimd::batch<T, A> b) {
+#ifdef __aarch64__
+  if constexpr (std::is_base_of_v<xsimd::neon64, A> && std::is_same_v<T, float>)
+    return vdivq_f32(a, b);
+#endif
+  return a / b;
+}
+
 }  // namespace td::kernels

@@ -321,11 +321,11 @@ std::optional<Tensor> simd_unary(UnaryKind kind, const Tensor& x) {
     case UnaryKind::Tanh:
       return simd_map<T>(x, [](B v) { return xsimd::tanh(v); });
     case UnaryKind::Sqrt:
-      return simd_map<T>(x, [](B v) { return xsimd::sqrt(v); });
+      return simd_map<T>(x, [](B v) { return sqrt_exact(v); });
     case UnaryKind::Rsqrt:
-      return simd_map<T>(x, [](B v) { return B(T(1)) / xsimd::sqrt(v); });
+      return simd_map<T>(x, [](B v) { return div_exact(B(T(1)), sqrt_exact(v)); });
     case UnaryKind::Sigmoid:
-      return simd_map<T>(x, [](B v) { return B(T(1)) / (B(T(1)) + exp_lanes<T>(-v)); });
+      return simd_map<T>(x, [](B v) { return div_exact(B(T(1)), B(T(1)) + exp_lanes<T>(-v)); });
     case UnaryKind::Gelu:
       return simd_map<T>(
           x, [](B v) { return B(T(0.5)) * v * (B(T(1)) + xsimd::erf(v * B(T(M_SQRT1_2)))); });
@@ -562,9 +562,10 @@ double sum_lanes(L lane) {
 
 // acc + d * d rounded once on every path: GCC would contract it in some paths and not in others
 // (xsimd's AVX-512 fma is a * b + c, left to the compiler), so a variance's bits would depend on
-// the layout. Without FMA hardware nothing is fused.
+// the layout. Without FMA hardware nothing is fused. aarch64 always has FMA, and xsimd's NEON fma
+// is fused (vfmaq_f64), so its scalar steps must be too.
 inline double add_square(double acc, double d) {
-#ifdef __FMA__
+#if defined(__FMA__) || defined(__ARM_FEATURE_FMA)
   return std::fma(d, d, acc);
 #else
   return acc + d * d;

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <utility>
+#include <vector>
 
 // operator<< for Shape must be visible where cat_str is defined: a std::vector<int64_t> argument
 // prints through its conversion to Shape, which argument-dependent lookup would not find.
@@ -46,6 +47,14 @@ std::string cat_str(Args&&... args) {
 template <class E, class... Args>
 [[noreturn]] void throw_error(Args&&... args) {
   throw E(detail::cat_str(std::forward<Args>(args)...));
+}
+
+// Python's repr of a list of names, for messages: ['a', 'b', ... and 3 more] (at most `cap`).
+inline std::string quoted_list(const std::vector<std::string>& names, size_t cap = 20) {
+  std::string out = "[";
+  for (size_t i = 0; i < names.size() && i < cap; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  if (names.size() > cap) out += ", ... and " + std::to_string(names.size() - cap) + " more";
+  return out + "]";
 }
 
 // The TypeError of an op with no bool kernel (torch's "not implemented for 'Bool'"):

@@ -49,10 +49,7 @@ class Param {
 
 // Substitutes tensors for the parameters and buffers of `root` and its submodules on this
 // thread while alive; keys are dotted names as in named_parameters()/named_buffers().
-// Validates first: a missing or extra key is a KeyError, a shape that differs from the
-// module's tensor a ValueError. A submodule used twice has each slot under two names: the two
-// entries must be one tensor or equal (ValueError naming both): one slot takes one tensor.
-// Overrides nest (the innermost wins).
+// Validates first (resolve below). Overrides nest (the innermost wins).
 class ParameterOverride {
  public:
   ParameterOverride(const Module& root, const TensorDict& params);
@@ -63,11 +60,20 @@ class ParameterOverride {
   const Tensor* find(const TensorSlot* slot) const;
   const ParameterOverride* previous() const { return prev_; }
   static bool any_active();  // on this thread
-  // The check of tied entries alone (`what` names the caller): for to_module, and for params
-  // stacked over sets, whose per-set views inside vmap an override cannot compare
-  // (functional_vmap checks the stacked dict first).
-  static void check_tied(const Module& root, const TensorDict& params,
-                         const char* what = "ParameterOverride");
+  // params' entry for each of root's `slots` (named_slots()), checked; `what` names the caller
+  // in messages. Names that reach one tensor are tied: a submodule used twice, or one tensor
+  // registered under two names. Tied entries must be one tensor or equal (ValueError naming
+  // both); a tied name without an entry takes the other's (as torch.func.functional_call).
+  // Every missing and every unexpected key: one KeyError listing them; a shape that differs from
+  // the module's tensor: a ValueError.
+  static std::vector<Tensor> resolve(const Module& root, const TensorDict& params,
+                                     const std::vector<std::pair<std::string, TensorSlot*>>& slots,
+                                     const char* what);
+  // The check of tied entries alone, for params stacked over sets, whose per-set views inside
+  // vmap an override cannot compare (functional_vmap checks the stacked dict first).
+  static void check_tied(const Module& root, const TensorDict& params, const char* what);
+  // Whether any parameter or buffer of root is reachable under two names.
+  static bool has_ties(const Module& root);
 
  private:
   bool pair_in_order(const Module& m, const TensorDict& d);

@@ -147,12 +147,8 @@ const TensorDict::Entry* find_entry(const TensorDict& d, const std::string& key)
   return nullptr;
 }
 [[noreturn]] void missing(const TensorDict& d, const std::string& key) {
-  std::ostringstream os;
-  os << "[TensorDict] key '" << key << "' not found; keys are [";
-  auto keys = d.keys(true, true);
-  for (size_t i = 0; i < keys.size(); ++i) os << (i ? ", '" : "'") << keys[i] << "'";
-  os << "]";
-  throw KeyError(os.str());
+  throw_error<KeyError>("[TensorDict] key '", key, "' not found; keys are ",
+                        quoted_list(d.keys(true, true)));
 }
 }  // namespace
 
@@ -385,6 +381,30 @@ TensorDict stack_modules(const std::vector<TensorDict>& ds, bool expand_identica
 }
 }  // namespace
 
+namespace {
+// Module i must be module 0's class and mode in every submodule, as torch.func.
+// stack_module_state requires: functional_vmap runs every set through module 0, so a set stacked
+// from an eval-mode module would run in training mode. ValueError naming the first difference.
+void check_same_kind(const nn::Module& m0, const nn::Module& mi, size_t i,
+                     const std::string& path) {
+  const std::string where = path.empty() ? "" : " in submodule '" + path + "'";
+  if (m0.type_name() != mi.type_name())
+    throw_error<ValueError>("[from_modules] module ", i, " differs from module 0", where,
+                            ": it is a ", mi.type_name(), " where module 0 has a ", m0.type_name(),
+                            "; stacked modules must be of one class");
+  if (m0.is_training() != mi.is_training())
+    throw_error<ValueError>("[from_modules] module ", i, " differs from module 0", where,
+                            ": it is in ", mi.is_training() ? "training" : "eval",
+                            " mode where module 0 is in ", m0.is_training() ? "training" : "eval",
+                            " mode; call train() or eval() on every module alike");
+  // submodules of one name are compared; the keys' check below names a structure that differs
+  const auto ci = mi.named_children();
+  for (const auto& [name, c0] : m0.named_children())
+    for (const auto& [other, c] : ci)
+      if (other == name) check_same_kind(*c0, *c, i, path.empty() ? name : path + "." + name);
+}
+}  // namespace
+
 TensorDict TensorDict::from_modules(const std::vector<const nn::Module*>& modules,
                                     FromModulesOptions options) {
   if (modules.empty()) throw_error<ValueError>("[from_modules] needs at least one module");
@@ -393,6 +413,7 @@ TensorDict TensorDict::from_modules(const std::vector<const nn::Module*>& module
     if (!m) throw_error<ValueError>("[from_modules] a module is null");
     ds.push_back(from_module(*m));
   }
+  for (size_t i = 1; i < modules.size(); ++i) check_same_kind(*modules[0], *modules[i], i, "");
   // Structure and shapes must agree; name the first difference.
   auto k0 = ds[0].keys(true, false);
   for (size_t i = 1; i < ds.size(); ++i) {
@@ -422,27 +443,12 @@ TensorDict TensorDict::from_modules(const std::vector<const nn::Module*>& module
 }
 
 TensorDict::ModuleGuard TensorDict::to_module(nn::Module& m) const {
-  auto slots = m.named_slots();
-  auto mine = leaves();
-  for (const auto& [name, slot] : slots) {
-    if (!contains(name) || std::holds_alternative<TensorDict>(*find_entry(*this, name)))
-      throw_error<KeyError>("[to_module] the TensorDict has no entry for '", name, "' of ",
-                            m.type_name());
-    Tensor t = get(name);
-    if (t.shape() != slot->value.shape())
-      throw_error<ValueError>("[to_module] '", name, "' has shape ", shape_str(t.shape()),
-                              " but the module's tensor has shape ",
-                              shape_str(slot->value.shape()));
-  }
-  for (const auto& [k, t] : mine)
-    if (m.find_slot(k) == nullptr)
-      throw_error<KeyError>("[to_module] extra key '", k, "' is not a parameter or buffer of ",
-                            m.type_name());
-  nn::ParameterOverride::check_tied(m, *this, "to_module");
+  const auto slots = m.named_slots();
+  const std::vector<Tensor> tensors = nn::ParameterOverride::resolve(m, *this, slots, "to_module");
   std::vector<std::pair<std::string, Tensor>> saved;
-  for (auto& [name, slot] : slots) {
-    saved.emplace_back(name, slot->value);
-    slot->value = get(name);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    saved.emplace_back(slots[i].first, slots[i].second->value);
+    slots[i].second->value = tensors[i];
   }
   return ModuleGuard(m, std::move(saved));
 }

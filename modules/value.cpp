@@ -28,11 +28,7 @@ bool ValueDict::contains(const std::string& key) const {
 const Value& ValueDict::at(const std::string& key) const {
   for (const auto& kv : items_)
     if (kv.first == key) return kv.second;
-  std::ostringstream os;
-  os << "[ValueDict] key '" << key << "' not found; keys are [";
-  for (size_t i = 0; i < items_.size(); ++i) os << (i ? ", '" : "'") << items_[i].first << "'";
-  os << "]";
-  throw KeyError(os.str());
+  throw_error<KeyError>("[ValueDict] key '", key, "' not found; keys are ", quoted_list(keys()));
 }
 
 Value& ValueDict::operator[](const std::string& key) {

@@ -313,8 +313,8 @@ TEST_CASE("from_modules stacks, checks structure, expands identical tensors") {
   std::string msg = message_of([&] { TensorDict::from_modules(mixed); });
   CHECK(has(msg, "'weight'"));
   // a key that is a submodule in one and a tensor in the other, in either order
-  auto with_child = std::make_shared<nn::Sequential>();
-  with_child->push_back(std::make_shared<nn::Linear>(1, 1));
+  auto with_child = std::make_shared<nn::Module>();  // of one class: only the keys differ
+  with_child->register_module("0", std::make_shared<nn::Linear>(1, 1));
   auto with_param = std::make_shared<nn::Module>();
   with_param->register_parameter("0", zeros({1}));
   for (bool child_first : {true, false}) {

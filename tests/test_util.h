@@ -28,7 +28,7 @@ void check_throws_mentioning(F f, const std::string& what) {
     f();
     FAIL("expected an exception mentioning '" << what << "'");
   } catch (const E& e) {
-    CHECK_MESSAGE(has(e.what(), what), e.what());
+    CHECK_MESSAGE(has(e.what(), what), std::string(e.what()));
   }
 }
 

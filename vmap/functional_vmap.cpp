@@ -18,30 +18,28 @@
 namespace td::nn {
 namespace {
 
-// Where the sets are in `sizes`, the shape of an input named in in_dims or the batch_size of a
-// TensorDict input (`what` says which): dims d .. d+nb-1 for dim (negative from the end), which
-// must hold params.batch_size. Returns d.
-int64_t sets_dim(const std::string& key, const char* what, const Shape& sizes, int64_t dim,
+// Where the sets are in `sizes`, the shape of a leaf of an input named in in_dims or the
+// batch_size of a TensorDict leaf (`what` says which): dims d .. d+nb-1 for dim (negative from
+// the end), which must hold params.batch_size. Returns d.
+int64_t sets_dim(const DimsPath& path, const char* what, const Shape& sizes, int64_t dim,
                  const Shape& batch_size) {
   const int64_t nb = static_cast<int64_t>(batch_size.size());
   const int64_t n = static_cast<int64_t>(sizes.size());
   const int64_t d = dim < 0 ? dim + n : dim;
   if (d < 0 || d > n - nb)  // not d + nb: it may overflow
-    throw_error<ValueError>("[functional_vmap] in_dims['", key, "'] = ", dim,
-                            " does not fit input '", key, "' ", what, sizes,
-                            " with params.batch_size ", batch_size);
+    throw_error<ValueError>("[functional_vmap] in_dims gives ", dim, " for ", path.str(), " ", what,
+                            sizes, ", which does not fit params.batch_size ", batch_size, " there");
   Shape got(sizes.begin() + d, sizes.begin() + d + nb);
   if (got != batch_size)
-    throw_error<ValueError>("[functional_vmap] input '", key, "' ", what, sizes, " has ", got,
+    throw_error<ValueError>("[functional_vmap] ", path.str(), " ", what, sizes, " has ", got,
                             " at dim ", dim, " but params.batch_size is ", batch_size);
   return d;
 }
 
-// Flattens dims d .. d+nb-1 of an input named in in_dims into one leading dim.
-Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
-                     const Shape& batch_size) {
+// Flattens dims d .. d+nb-1 of a leaf of an input named in in_dims into one leading dim.
+Tensor per_set_input(const DimsPath& path, const Tensor& x, int64_t dim, const Shape& batch_size) {
   const int64_t nb = static_cast<int64_t>(batch_size.size());
-  const int64_t d = sets_dim(key, "of shape ", x.shape(), dim, batch_size);
+  const int64_t d = sets_dim(path, "of shape ", x.shape(), dim, batch_size);
   Tensor flat = nb == 1 ? x : x.flatten(d, d + nb - 1);
   if (d == 0) return flat;
   IntList perm{d};
@@ -50,64 +48,59 @@ Tensor per_set_input(const std::string& key, const Tensor& x, int64_t dim,
   return flat.permute(perm);
 }
 
-// An input named in in_dims with every Tensor leaf through per_set_input, as vmap batches the
+// An input named in in_dims, each leaf its dims name through per_set_input, as vmap batches the
 // leaves of a structured input; a TensorDict's dim indexes its leaves (as tensordict's vmap
-// does), so its batch dims there go to the front too. Other leaves of a list or dict (None, a
-// number, a string) go to every set as they are, as vmap passes them; the input itself must be
-// a Tensor, a TensorDict, or a list or dict holding one.
-Value per_set_value(const std::string& key, const Value& v, int64_t dim, const Shape& batch_size) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::Tensor:
-      return per_set_input(key, v.tensor(), dim, batch_size);
-    case Value::Kind::TensorDict: {
-      // its batch dims at .. at+nb-1 are the sets: they go to the front as one
-      const TensorDict& d = v.tensordict();
-      const int64_t nb = static_cast<int64_t>(batch_size.size());
-      const int64_t at =
-          sets_dim(key, "(a TensorDict) of batch_size ", d.batch_size(), dim, batch_size);
-      Shape bs{shape_numel(batch_size)};
-      for (int64_t i = 0; i < d.batch_dims(); ++i)
-        if (i < at || i >= at + nb) bs.push_back(d.batch_size()[i]);
-      return d.apply([&](const Tensor& t) { return per_set_input(key, t, at, batch_size); }, bs);
-    }
-    case Value::Kind::List: {
-      ValueList out;
-      for (const auto& e : v.list()) out.push_back(per_set_value(key, e, dim, batch_size));
-      return out;
-    }
-    case Value::Kind::Dict: {
-      ValueDict out;
-      for (const auto& [k, e] : v.dict().items())
-        out.set(k, per_set_value(key, e, dim, batch_size));
-      return out;
-    }
-    default:
-      return v;
-  }
+// does), so its batch dims there go to the front too. Other leaves (None, a number, a string,
+// or a leaf whose dim is None) go to every set as they are, as vmap passes them; at least one
+// leaf must be a Tensor or TensorDict with a dim.
+struct PerSet {
+  Value value;  // the sets at dim 0 of every mapped leaf
+  Dims dims;    // 0 for those leaves, None for the shared ones
+};
+PerSet per_set_value(const std::string& key, const Value& v, const Dims& dims,
+                     const Shape& batch_size) {
+  const DimsPath root{
+      .key = &key,
+      .label = "input",
+      .mismatch = "[functional_vmap] in_dims is not compatible with the structure of kwargs"};
+  bool mapped = false;
+  Value out = zip_dims(
+      v, dims, root,
+      [&](const Value& x, std::optional<int64_t> dim, const DimsPath& path, bool) -> Value {
+        if (!dim) return x;
+        if (x.is_tensor()) {
+          mapped = true;
+          return per_set_input(path, x.tensor(), *dim, batch_size);
+        }
+        if (!x.is_tensordict()) return x;
+        // its batch dims at .. at+nb-1 are the sets: they go to the front as one
+        mapped = true;
+        const TensorDict& d = x.tensordict();
+        const int64_t nb = static_cast<int64_t>(batch_size.size());
+        const int64_t at =
+            sets_dim(path, "(a TensorDict) of batch_size ", d.batch_size(), *dim, batch_size);
+        Shape bs{shape_numel(batch_size)};
+        for (int64_t i = 0; i < d.batch_dims(); ++i)
+          if (i < at || i >= at + nb) bs.push_back(d.batch_size()[i]);
+        return d.apply([&](const Tensor& t) { return per_set_input(path, t, at, batch_size); }, bs);
+      });
+  if (!mapped)
+    throw_error<ValueError>("[functional_vmap] in_dims names '", key, "', which holds a ",
+                            v.kind_name(), " with no Tensor that its in_dims ", dims,
+                            " map: nothing in it has a dim that can index params.batch_size ",
+                            batch_size);
+  return {std::move(out), dims.mapped_at(0)};
 }
 
 // Set i's part of a per-set input from per_set_value.
-Value select_set(const Value& v, int64_t i) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::Tensor:
-      return v.tensor().select(0, i);
-    case Value::Kind::TensorDict:
-      return v.tensordict()[i];
-    case Value::Kind::List: {
-      ValueList out;
-      for (const auto& e : v.list()) out.push_back(select_set(e, i));
-      return out;
-    }
-    case Value::Kind::Dict: {
-      ValueDict out;
-      for (const auto& [k, e] : v.dict().items()) out.set(k, select_set(e, i));
-      return out;
-    }
-    default:
-      return v;
-  }
+Value select_set(const PerSet& x, int64_t i) {
+  return zip_dims(x.value, x.dims, DimsPath{},
+                  [&](const Value& v, std::optional<int64_t> dim, const DimsPath&, bool) -> Value {
+                    if (!dim) return v;
+                    if (v.is_tensor()) return v.tensor().select(0, i);
+                    if (v.is_tensordict()) return v.tensordict()[i];
+                    return v;
+                  });
 }
 
 // The first Tensor leaf of v, if any.
@@ -305,7 +298,7 @@ void name_shared_write(const RuntimeError& e, const Module& module, const Tensor
 
 Value run_loop(const Module& module, const std::string& method, const TensorDict& params,
                const ValueList& args, const ValueDict& kwargs,
-               const std::map<std::string, Value>& per_set, int64_t batch) {
+               const std::map<std::string, PerSet>& per_set, int64_t batch) {
   RngState entry = rng_state();
   uint64_t stream_end = entry.stream;
   SharedLeaves shared(params, batch);
@@ -384,7 +377,7 @@ struct Blocks {
 // enough per thread.
 Blocks auto_blocks(const Module& module, const std::string& method, const TensorDict& flat,
                    int64_t batch, const ValueList& args, const ValueDict& kwargs,
-                   const std::map<std::string, Value>& per_set) {
+                   const std::map<std::string, PerSet>& per_set) {
   constexpr int64_t kBlockBytes = 1 << 20;
   constexpr double kMinBlockFlops = 16e6, kMinThreadFlops = 4e6;
   const int64_t threads = num_threads();
@@ -412,7 +405,7 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   // the rows each set's parameters meet: those of the first tensor input, per set
   std::optional<Tensor> input;
   for (const auto& [key, v] : per_set)
-    if (!input) input = first_tensor(v);
+    if (!input) input = first_tensor(v.value);
   const int64_t sets_in_input = input ? batch : 1;
   for (const auto& a : args)
     if (!input) input = first_tensor(a);
@@ -479,15 +472,9 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
 
   // params' structure and per-set shapes are checked by ParameterOverride, before the module
   // runs on any set.
-  std::map<std::string, Value> per_set;  // empty without batch dims (checked above)
-  for (const auto& [key, dim] : o.in_dims) {
-    const Value& v = o.kwargs.at(key);
-    if (!first_tensor(v))
-      throw_error<ValueError>("[functional_vmap] in_dims names '", key, "', which holds a ",
-                              v.kind_name(), " with no Tensor: nothing in it has a dim ", dim,
-                              " that can index params.batch_size ", batch_size);
-    per_set[key] = per_set_value(key, v, dim, batch_size);
-  }
+  std::map<std::string, PerSet> per_set;  // empty without batch dims (checked above)
+  for (const auto& [key, dims] : o.in_dims)
+    per_set[key] = per_set_value(key, o.kwargs.at(key), dims, batch_size);
   TensorDict flat = nb <= 1 ? params : params.flatten_batch();
   // inside vmap an override sees each set's view and cannot compare a tied pair: check it here
   ParameterOverride::check_tied(module, flat, "functional_vmap");
@@ -510,8 +497,8 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
       std::vector<std::string> keys;
       for (const auto& [key, x] : per_set) {
         keys.push_back(key);
-        vargs.push_back(x);
-        vo.in_dims.push_back(0);
+        vargs.push_back(x.value);
+        vo.in_dims.push_back(x.dims);
       }
       vo.randomness = o.loop ? Randomness::Different : o.randomness;
       const Blocks blocks =

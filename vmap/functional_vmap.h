@@ -10,14 +10,17 @@
 #include "modules/module.h"
 #include "modules/tensordict.h"
 #include "modules/value.h"
+#include "vmap/dims.h"
 
 namespace td::nn {
 
 struct FunctionalVmapOptions {
-  TensorDict params;  // stacked parameters and buffers, shaped like from_module(module)
-  ValueList args = {};                     // positional inputs, shared by every set
-  ValueDict kwargs = {};                   // keyword inputs
-  std::map<std::string, int64_t> in_dims = {};  // kwargs key -> dim indexing the sets
+  TensorDict params;      // stacked parameters and buffers, shaped like from_module(module)
+  ValueList args = {};    // positional inputs, shared by every set
+  ValueDict kwargs = {};  // keyword inputs
+  // kwargs key -> the dim indexing the sets: one for every leaf of the input, or a list or dict
+  // of dims (None = shared) following its structure (vmap/dims.h)
+  DimsByKey in_dims = {};
   Randomness randomness = Randomness::Error;
   std::optional<int64_t> chunk_size = std::nullopt;  // sets computed at once
   std::optional<std::string> method = std::nullopt;  // a registered method instead of forward

@@ -15,63 +15,29 @@ namespace td {
 namespace {
 
 // in_dim / out_dim range check: IndexError with the expected range and the shape.
-int64_t check_dim(const char* what, int64_t d, int64_t ndim, size_t index, const Shape& shape) {
+int64_t check_dim(const char* what, int64_t d, int64_t ndim, const DimsPath& path,
+                  const Shape& shape) {
   if (d < -ndim || d >= ndim)
-    throw_error<IndexError>("[vmap] ", what, " ", d, " is out of range for ",
-                            what[0] == 'i' ? "argument " : "output ", index, " of shape ",
-                            shape_str(shape), "; expected -ndim <= ", what,
+    throw_error<IndexError>("[vmap] ", what, " ", d, " is out of range for ", path.str(),
+                            " of shape ", shape_str(shape), "; expected -ndim <= ", what,
                             " < ndim with ndim = ", ndim);
   return d < 0 ? d + ndim : d;
-}
-
-// Calls leaf(t, dim) on every Tensor leaf of v, where dim is the normalised in_dim of that leaf
-// (a TensorDict's in_dim indexes its batch dims), and rebuilds v with the results; TensorDicts
-// lose the mapped batch dim when `drop_td_dim`.
-Value map_in(const Value& v, int64_t in_dim, size_t arg,
-             const std::function<Tensor(const Tensor&, int64_t)>& leaf, bool drop_td_dim) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::Tensor: {
-      const Tensor& t = v.tensor();
-      return Value(leaf(t, check_dim("in_dim", in_dim, t.dim(), arg, t.shape())));
-    }
-    case Value::Kind::TensorDict: {
-      const TensorDict& d = v.tensordict();
-      int64_t nd = check_dim("in_dim", in_dim, d.batch_dims(), arg, d.batch_size());
-      Shape bs = d.batch_size();
-      if (drop_td_dim) bs.erase(bs.begin() + nd);
-      return Value(d.apply([&](const Tensor& t) { return leaf(t, nd); }, bs));
-    }
-    case Value::Kind::List: {
-      ValueList out;
-      for (const auto& x : v.list()) out.push_back(map_in(x, in_dim, arg, leaf, drop_td_dim));
-      return Value(std::move(out));
-    }
-    case Value::Kind::Dict: {
-      ValueDict out;
-      for (const auto& [k, x] : v.dict().items())
-        out.set(k, map_in(x, in_dim, arg, leaf, drop_td_dim));
-      return Value(std::move(out));
-    }
-    default:
-      return v;
-  }
 }
 
 // One chunk's output: its level (chunks run concurrently have their own) and batch size.
 struct OutCtx {
   int64_t level;
   int64_t n;
-  size_t index;  // of the output, for messages
 };
 
 // Removes the level's tag from a leaf and puts the batch dim at out_dim (a leaf that does not
 // depend on the sets is expanded with stride 0). `od` is already normalised.
-Tensor finish_leaf(const Tensor& t, std::optional<int64_t> od, const OutCtx& c) {
+Tensor finish_leaf(const Tensor& t, std::optional<int64_t> od, const OutCtx& c,
+                   const DimsPath& path) {
   Batched b = remove_batch_tag(t, c.level);
   if (!od) {
     if (b.bdim)
-      throw_error<ValueError>("[vmap] out_dims is None for output ", c.index,
+      throw_error<ValueError>("[vmap] out_dims is None for ", path.str(),
                               ", but it is batched (per-set shape ",
                               shape_str(rules::per_set_shape(b)),
                               "); None is only allowed for outputs that do not depend on the "
@@ -84,80 +50,59 @@ Tensor finish_leaf(const Tensor& t, std::optional<int64_t> od, const OutCtx& c) 
   return t.unsqueeze(*od).expand(s);
 }
 
-// Applies finish_leaf over the output tree of each chunk (cs: one context per chunk) and
-// concatenates chunk results.
-Value finish(const std::vector<Value>& outs, std::optional<int64_t> od,
-             const std::vector<OutCtx>& cs) {
-  const ValueDepthGuard depth;
-  const Value& v = outs[0];
-  const OutCtx& c0 = cs[0];
-  auto per_chunk = [&](auto&& get) {
-    std::vector<Value> parts;
-    for (const auto& o : outs) parts.push_back(get(o));
-    return parts;
-  };
+// One leaf of one chunk's output, finished: a Tensor's or TensorDict's batch dim at out_dim.
+Value finish_value(const Value& v, std::optional<int64_t> od, const OutCtx& c,
+                   const DimsPath& path) {
   switch (v.kind()) {
     case Value::Kind::Tensor: {
-      std::vector<Tensor> parts;
-      std::optional<int64_t> nd;
-      for (size_t i = 0; i < outs.size(); ++i) {
-        const Tensor& t = outs[i].tensor();
-        const OutCtx& c = cs[i];
-        // t.dim() is the per-set rank (the level's tag is hidden)
-        if (od) nd = check_dim("out_dim", *od, t.dim() + 1, c.index, t.shape());
-        parts.push_back(finish_leaf(t, nd, c));
-      }
-      if (parts.size() == 1 || !od) return Value(parts[0]);
-      return Value(cat(parts, *nd));
+      const Tensor& t = v.tensor();
+      std::optional<int64_t> nd;  // t.dim() is the per-set rank (the level's tag is hidden)
+      if (od) nd = check_dim("out_dim", *od, t.dim() + 1, path, t.shape());
+      return finish_leaf(t, nd, c, path);
     }
     case Value::Kind::TensorDict: {
       const TensorDict& d = v.tensordict();
       std::optional<int64_t> nd;
-      if (od) nd = check_dim("out_dim", *od, d.batch_dims() + 1, c0.index, d.batch_size());
-      std::vector<TensorDict> parts;
-      for (size_t i = 0; i < outs.size(); ++i) {
-        const OutCtx& c = cs[i];
-        const TensorDict& di = outs[i].tensordict();
-        Shape bs = di.batch_size();
-        if (nd) bs.insert(bs.begin() + *nd, c.n);
-        parts.push_back(di.apply([&](const Tensor& t) { return finish_leaf(t, nd, c); }, bs));
-      }
-      if (parts.size() == 1 || !od) return Value(parts[0]);
-      int64_t total = 0;
-      for (const auto& c : cs) total += c.n;
-      Shape bs = parts[0].batch_size();
-      bs[*nd] = total;
-      size_t leaf = 0;
-      std::vector<std::vector<Tensor>> leaves;
-      for (const auto& p : parts) {
-        auto ls = p.leaves();
-        if (leaves.empty()) leaves.resize(ls.size());
-        for (size_t k = 0; k < ls.size(); ++k) leaves[k].push_back(ls[k].second);
-      }
-      return Value(parts[0].apply([&](const Tensor&) { return cat(leaves[leaf++], *nd); }, bs));
-    }
-    case Value::Kind::List: {
-      ValueList out;
-      for (size_t k = 0; k < v.list().size(); ++k)
-        out.push_back(finish(per_chunk([&](const Value& o) { return o.list()[k]; }), od, cs));
-      return Value(std::move(out));
-    }
-    case Value::Kind::Dict: {
-      ValueDict out;
-      for (const auto& [key, x] : v.dict().items())
-        out.set(key, finish(per_chunk([&](const Value& o) { return o.dict().at(key); }), od, cs));
-      return Value(std::move(out));
+      if (od) nd = check_dim("out_dim", *od, d.batch_dims() + 1, path, d.batch_size());
+      Shape bs = d.batch_size();
+      if (nd) bs.insert(bs.begin() + *nd, c.n);
+      return d.apply([&](const Tensor& t) { return finish_leaf(t, nd, c, path); }, bs);
     }
     case Value::Kind::None:
       return v;
     default:
       // a number or string cannot carry the sets along a dim
       if (od)
-        throw_error<ValueError>("[vmap] the function must only return Tensors, but output ",
-                                c0.index, " is of type ", v.kind_name(), " with out_dims ", *od,
+        throw_error<ValueError>("[vmap] the function must only return Tensors, but ", path.str(),
+                                " is of type ", v.kind_name(), " with out_dims ", *od,
                                 "; did you mean out_dims = None for that output?");
       return v;
   }
+}
+
+// The chunks' parts of one finished leaf, concatenated along its out_dim.
+Value cat_chunks(const std::vector<Value>& parts, std::optional<int64_t> od) {
+  const Value& v = parts[0];
+  if (parts.size() == 1 || !od) return v;
+  if (v.is_tensor()) {
+    std::vector<Tensor> ts;
+    for (const auto& p : parts) ts.push_back(p.tensor());
+    return cat(ts, *od < 0 ? *od + v.tensor().dim() : *od);
+  }
+  if (!v.is_tensordict()) return v;
+  const TensorDict& d0 = v.tensordict();
+  const int64_t nd = *od < 0 ? *od + d0.batch_dims() : *od;
+  Shape bs = d0.batch_size();
+  bs[nd] = 0;
+  std::vector<std::vector<Tensor>> leaves;
+  for (const auto& p : parts) {
+    bs[nd] += p.tensordict().batch_size()[nd];
+    auto ls = p.tensordict().leaves();
+    if (leaves.empty()) leaves.resize(ls.size());
+    for (size_t k = 0; k < ls.size(); ++k) leaves[k].push_back(ls[k].second);
+  }
+  size_t leaf = 0;
+  return d0.apply([&](const Tensor&) { return cat(leaves[leaf++], nd); }, bs);
 }
 
 }  // namespace
@@ -173,74 +118,69 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   if (o.chunk_size && *o.chunk_size <= 0)
     throw_error<ValueError>("[vmap] chunk_size should be None or greater than 0 (got ",
                             *o.chunk_size, ")");
-  std::vector<std::optional<int64_t>> in_dims = o.in_dims;
-  if (in_dims.empty()) in_dims.assign(args.size(), 0);
+  if (args.empty())
+    throw_error<ValueError>(
+        "[vmap] got no inputs: a function without arguments has nothing to "
+        "map over");
+  DimsList in_dims = o.in_dims;
+  const bool defaults = in_dims.empty();
+  if (defaults) in_dims.assign(args.size(), Dims(0));
   if (in_dims.size() != args.size())
     throw_error<ValueError>("[vmap] in_dims is not compatible with the structure of inputs: got ",
                             in_dims.size(), " in_dims for ", args.size(), " arguments");
+  auto arg_path = [](size_t i) {
+    return DimsPath{.index = i,
+                    .label = "argument",
+                    .mismatch = "[vmap] in_dims is not compatible with the structure of inputs"};
+  };
 
   // the batch size: every mapped leaf must agree; a TensorDict's batch size counts even when it
-  // holds no tensor (an ensemble of parameterless modules)
-  struct Mapped {
-    size_t arg;
-    int64_t size, dim;
-    Shape shape;
+  // holds no tensor (an ensemble of parameterless modules). Each mapped leaf's size, or with
+  // `where`, also its place for the message.
+  std::vector<int64_t> sizes;
+  auto collect = [&](std::vector<std::string>* where) {
+    for (size_t i = 0; i < args.size(); ++i) {
+      zip_dims(
+          args[i], in_dims[i], arg_path(i),
+          [&](const Value& v, std::optional<int64_t> dim, const DimsPath& path, bool named) {
+            if (!dim) return;
+            const bool is_td = v.is_tensordict();
+            if (!v.is_tensor() && !is_td) {
+              // an in_dim given for a number, string or None is refused, as torch does; the
+              // default in_dims pass such arguments through (C++ callers' extra arguments),
+              // and a dim given for a list or dict passes its other leaves to every set
+              if (named)
+                throw_error<ValueError>(
+                    "[vmap] got in_dim=", *dim, " for ", path.str(), " of type ", v.kind_name(),
+                    ": only Tensor and TensorDict inputs can be mapped; give it "
+                    "std::nullopt as its in_dim");
+              return;
+            }
+            const Shape& shape = is_td ? v.tensordict().batch_size() : v.tensor().shape();
+            const int64_t d =
+                check_dim("in_dim", *dim, static_cast<int64_t>(shape.size()), path, shape);
+            sizes.push_back(shape[d]);
+            if (where)
+              where->push_back(detail::cat_str(shape[d], " (", path.str(), " of shape ",
+                                               shape_str(shape), " at dim ", d, ")"));
+          },
+          !defaults);
+    }
   };
-  std::vector<Mapped> sizes;
-  for (size_t i = 0; i < args.size(); ++i) {
-    if (!in_dims[i]) continue;
-    const int64_t in_dim = *in_dims[i];
-    auto collect = [&](const Value& v, auto&& self) -> void {
-      const ValueDepthGuard depth;
-      switch (v.kind()) {
-        case Value::Kind::Tensor: {
-          const Tensor& t = v.tensor();
-          const int64_t d = check_dim("in_dim", in_dim, t.dim(), i, t.shape());
-          sizes.push_back({i, t.size(d), d, t.shape()});
-          return;
-        }
-        case Value::Kind::TensorDict: {  // its leaves share its batch dims
-          const TensorDict& td = v.tensordict();
-          const int64_t d = check_dim("in_dim", in_dim, td.batch_dims(), i, td.batch_size());
-          sizes.push_back({i, td.batch_size()[d], d, td.batch_size()});
-          return;
-        }
-        case Value::Kind::List:
-          for (const auto& e : v.list()) self(e, self);
-          return;
-        case Value::Kind::Dict:
-          for (const auto& [k, e] : v.dict().items()) self(e, self);
-          return;
-        default:
-          return;
-      }
-    };
-    // an in_dim given for a number, string or None is refused, as torch does; the default
-    // in_dims pass such arguments through (C++ callers' extra arguments), and so do containers
-    // for their non-tensor leaves (functional_vmap's documented behaviour)
-    const Value::Kind kind = args[i].kind();
-    if (!o.in_dims.empty() && kind != Value::Kind::Tensor && kind != Value::Kind::TensorDict &&
-        kind != Value::Kind::List && kind != Value::Kind::Dict)
-      throw_error<ValueError>("[vmap] got in_dim=", in_dim, " for argument ", i, " of type ",
-                              args[i].kind_name(),
-                              ": only Tensor and TensorDict inputs can be mapped; give it "
-                              "std::nullopt as its in_dim");
-    collect(args[i], collect);
-  }
+  collect(nullptr);
   if (sizes.empty())
     throw_error<ValueError>(
         "[vmap] at least one input must be batched (in_dims are all None, or no argument with an "
         "in_dim holds a tensor or a TensorDict)");
-  int64_t batch = sizes[0].size;
-  for (const auto& m : sizes) {
-    if (m.size == batch) continue;
-    std::ostringstream os;
-    for (size_t k = 0; k < sizes.size(); ++k)
-      os << (k ? ", " : "") << sizes[k].size << " (argument " << sizes[k].arg << " of shape "
-         << shape_str(sizes[k].shape) << " at dim " << sizes[k].dim << ")";
+  const int64_t batch = sizes[0];
+  if (std::any_of(sizes.begin(), sizes.end(), [&](int64_t n) { return n != batch; })) {
+    std::vector<std::string> where;
+    collect(&where);
+    std::string list;
+    for (const auto& w : where) list += (list.empty() ? "" : ", ") + w;
     throw_error<ValueError>(
         "[vmap] expected all tensors to have the same size in the mapped dimension, got sizes ",
-        os.str());
+        list);
   }
 
   // chunks: [c]*(B/c) + [B%c]; a batch of size 0 still runs once
@@ -254,7 +194,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   RngState after_first = saved;
   std::vector<Value> outs(chunks.size());
   std::vector<OutCtx> cs;
-  for (const auto& [start, n] : chunks) cs.push_back({0, n, 0});
+  for (const auto& [start, n] : chunks) cs.push_back({0, n});
   auto run_chunk = [&](size_t k) {
     const auto [start, n] = chunks[k];
     set_rng_state(saved);  // each set's draws do not depend on the chunking
@@ -263,16 +203,28 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     cs[k].level = lv;
     ValueList inner;
     for (size_t i = 0; i < args.size(); ++i) {
-      if (!in_dims[i]) {
-        inner.push_back(args[i]);
+      if (in_dims[i].is_dim() && !in_dims[i].dim()) {
+        inner.push_back(args[i]);  // shared: passed as it is
         continue;
       }
-      inner.push_back(map_in(
-          args[i], *in_dims[i], i,
-          [&](const Tensor& t, int64_t d) {
-            return chunked ? add_batch_tag(t, lv, d, start, n) : add_batch_tag(t, lv, d);
-          },
-          true));
+      inner.push_back(
+          zip_dims(args[i], in_dims[i], arg_path(i),
+                   [&](const Value& v, std::optional<int64_t> dim, const DimsPath&, bool) -> Value {
+                     auto tag = [&](const Tensor& t, int64_t d) {
+                       return chunked ? add_batch_tag(t, lv, d, start, n) : add_batch_tag(t, lv, d);
+                     };
+                     if (!dim) return v;
+                     if (v.is_tensor()) {
+                       const Tensor& t = v.tensor();
+                       return tag(t, *dim < 0 ? *dim + t.dim() : *dim);
+                     }
+                     if (!v.is_tensordict()) return v;
+                     const TensorDict& d = v.tensordict();
+                     const int64_t nd = *dim < 0 ? *dim + d.batch_dims() : *dim;
+                     Shape bs = d.batch_size();
+                     bs.erase(bs.begin() + nd);
+                     return d.apply([&](const Tensor& t) { return tag(t, nd); }, bs);
+                   }));
     }
     outs[k] = f(inner);
     if (k == 0) after_first = rng_state();
@@ -295,38 +247,34 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   }
   set_rng_state(after_first);
 
-  // outputs: out_dims per top-level output
-  auto output = [&](size_t j) {
-    for (auto& c : cs) c.index = j;
-    return cs;
-  };
+  // outputs: each chunk's leaves finished in walk order, then the chunks' parts concatenated
   const Value& first = outs[0];
-  if (o.out_dims.size() > 1) {
-    if (!first.is_list() || first.list().size() != o.out_dims.size())
-      throw_error<ValueError>(
-          "[vmap] out_dims is not compatible with the structure of the "
-          "outputs: got ",
-          o.out_dims.size(), " out_dims for ", first.is_list() ? first.list().size() : 1,
-          " outputs");
-    ValueList out;
-    for (size_t j = 0; j < o.out_dims.size(); ++j) {
-      std::vector<Value> parts;
-      for (const auto& v : outs) parts.push_back(v.list()[j]);
-      out.push_back(finish(parts, o.out_dims[j], output(j)));
-    }
-    return Value(std::move(out));
+  const Dims* od = &o.out_dims;
+  // torch's edge case: a single output takes out_dims (d,) as d
+  if (!first.is_list() && od->kind() == Dims::Kind::List && od->list().size() == 1)
+    od = &od->list()[0];
+  const DimsPath root{
+      .label = "output",
+      .mismatch = "[vmap] out_dims is not compatible with the structure of the outputs",
+      .children_are_roots = first.is_list()};
+  std::vector<std::vector<Value>> done(outs.size());
+  for (size_t k = 0; k < outs.size(); ++k) {
+    zip_dims(outs[k], *od, root,
+             [&](const Value& v, std::optional<int64_t> dim, const DimsPath& path, bool) {
+               done[k].push_back(finish_value(v, dim, cs[k], path));
+             });
+    if (done[k].size() != done[0].size())
+      throw_error<ValueError>("[vmap] the function returned ", done[0].size(), " leaves for ",
+                              "the first chunk of sets but ", done[k].size(), " for chunk ", k);
   }
-  std::optional<int64_t> od = o.out_dims.empty() ? std::optional<int64_t>(0) : o.out_dims[0];
-  if (first.is_list() && !first.list().empty()) {
-    ValueList out;
-    for (size_t j = 0; j < first.list().size(); ++j) {
-      std::vector<Value> parts;
-      for (const auto& v : outs) parts.push_back(v.list()[j]);
-      out.push_back(finish(parts, od, output(j)));
-    }
-    return Value(std::move(out));
-  }
-  return finish(outs, od, output(0));
+  size_t leaf = 0;
+  return zip_dims(first, *od, root,
+                  [&](const Value&, std::optional<int64_t> dim, const DimsPath&, bool) -> Value {
+                    std::vector<Value> parts;
+                    for (auto& d : done) parts.push_back(std::move(d[leaf]));
+                    ++leaf;
+                    return cat_chunks(parts, dim);
+                  });
 }
 
 }  // namespace td

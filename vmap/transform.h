@@ -20,15 +20,19 @@
 #include "engine/tensor.h"
 #include "modules/tensordict.h"
 #include "modules/value.h"
+#include "vmap/dims.h"
 
 namespace td {
 
 struct VmapOptions {
-  // One per positional argument (empty: 0 for all); nullopt = shared. Negative dims count from
-  // the end. A TensorDict's in_dim indexes its batch dims; a list/dict's applies to each leaf.
-  std::vector<std::optional<int64_t>> in_dims = {};
-  // Empty: 0 for every output; one entry: for all outputs; else one per top-level list entry.
-  std::vector<std::optional<int64_t>> out_dims = {};
+  // One Dims per positional argument (empty: 0 for all); nullopt = shared. Negative dims count
+  // from the end. A TensorDict's in_dim indexes its batch dims; a dim given for a list or dict
+  // applies to each leaf, a list or dict of Dims gives each entry its own (vmap/dims.h).
+  DimsList in_dims = {};
+  // For the outputs, as a pytree prefix: one dim for all of them (the default, 0), or a list
+  // with one Dims per output of a function returning a list or tuple (a single output may take a
+  // list of one, as torch's). None only for outputs that do not depend on the batched inputs.
+  Dims out_dims = {};
   Randomness randomness = Randomness::Error;
   // Sets per call (> 0); any value gives the same result as none.
   std::optional<int64_t> chunk_size = std::nullopt;

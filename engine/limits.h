@@ -1,0 +1,26 @@
+#pragma once
+// Limits that make hostile sizes cheap to refuse: the memory budget that work sized by an input
+// is checked against before it starts, and the quoting of untrusted names in error messages.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace td {
+
+// The memory td may plan for work whose size an input decides (a loop over the sets, chunks of
+// sets, a pipe read whole, bench's modules): a plan beyond it is refused before it starts.
+// Default: the machine's physical memory; the environment variable TD_MEMORY_BUDGET (bytes)
+// or set_memory_budget overrides it (<= 0 restores the default).
+int64_t memory_budget();
+void set_memory_budget(int64_t bytes);
+// RuntimeError "[op] <count> <what> need at least <count * bytes_each> bytes, beyond the memory
+// budget ..." when count * bytes_each (overflow included) exceeds memory_budget().
+void check_memory_budget(const char* op, int64_t count, int64_t bytes_each, const char* what);
+
+// s in single quotes for an error message: control bytes (a NUL would end the message) escaped
+// as \xNN, a quote or backslash as \' or \\; a longer s is cut at max_bytes, then
+// "... (N bytes)".
+std::string quote_key(std::string_view s, size_t max_bytes = 100);
+
+}  // namespace td

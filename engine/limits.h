@@ -17,6 +17,9 @@ void set_memory_budget(int64_t bytes);
 // RuntimeError "[op] <count> <what> need at least <count * bytes_each> bytes, beyond the memory
 // budget ..." when count * bytes_each (overflow included) exceeds memory_budget().
 void check_memory_budget(const char* op, int64_t count, int64_t bytes_each, const char* what);
+// The least a chunk of a vmap call, or a set of a loop, holds until the results are joined
+// (its output values and their tensors' headers): what the budget is checked with.
+constexpr int64_t kChunkBytes = 512;
 
 // s in single quotes for an error message: control bytes (a NUL would end the message) escaped
 // as \xNN, a quote or backslash as \' or \\; a longer s is cut at max_bytes, then

@@ -341,9 +341,12 @@ void TensorDict::save_safetensors(const std::string& path) const {
         const size_t len = prefix.size();
         prefix += k;
         // extra batch dims, or a dict without tensors, which the entries alone would lose
-        if (sub->batch_dims() > d.batch_dims() || !holds_tensor(*sub))
-          h += "," + json("td.batch_size." + prefix).dump() + ":" +
-               json(shape_text(sub->batch_size())).dump();
+        if (sub->batch_dims() > d.batch_dims() || !holds_tensor(*sub)) {
+          std::string key = "td.batch_size.";
+          key += prefix;
+          h.append(",").append(json(key).dump()).append(":");
+          h.append(json(shape_text(sub->batch_size())).dump());
+        }
         prefix += '.';
         note_nested(*sub);
         prefix.resize(len);

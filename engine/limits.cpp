@@ -23,8 +23,9 @@ int64_t default_budget() {
       }
     }
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-    if (pages > 0 && page > 0) return static_cast<int64_t>(pages) * page;
-    return int64_t{1} << 34;  // 16 GiB when the system does not say
+    // half: what is planned is a lower bound, and a load holds its data twice for a while
+    if (pages > 0 && page > 0) return static_cast<int64_t>(pages) * page / 2;
+    return int64_t{1} << 33;  // 8 GiB when the system does not say
   }();
   return b;
 }

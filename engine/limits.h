@@ -10,7 +10,7 @@ namespace td {
 
 // The memory td may plan for work whose size an input decides (a loop over the sets, chunks of
 // sets, a pipe read whole, bench's modules): a plan beyond it is refused before it starts.
-// Default: the machine's physical memory; the environment variable TD_MEMORY_BUDGET (bytes)
+// Default: half the machine's physical memory; the environment variable TD_MEMORY_BUDGET (bytes)
 // or set_memory_budget overrides it (<= 0 restores the default).
 int64_t memory_budget();
 void set_memory_budget(int64_t bytes);

@@ -21,6 +21,10 @@ void check_memory_budget(const char* op, int64_t count, int64_t bytes_each, cons
 // (its output values and their tensors' headers): what the budget is checked with.
 constexpr int64_t kChunkBytes = 512;
 
+// The most dot-separated parts a TensorDict key may have (a module tree is a few levels deep):
+// deeper keys would nest dicts as deep, and every walk over them recurses.
+constexpr size_t kMaxKeyParts = 256;
+
 // s in single quotes for an error message: control bytes (a NUL would end the message) escaped
 // as \xNN, a quote or backslash as \' or \\; a longer s is cut at max_bytes, then
 // "... (N bytes)".

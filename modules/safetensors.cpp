@@ -156,7 +156,6 @@ Shape parse_shape_str(const std::string& s) {
 constexpr uint64_t kMaxHeader = 100'000'000;  // the reference reader's
 constexpr int kMaxJsonDepth = 64;
 constexpr size_t kMaxKeyBytes = 4096;
-constexpr size_t kMaxKeyParts = 256;  // dot-separated parts of a key
 constexpr size_t kMaxEntries = 1'000'000;
 constexpr size_t kMaxDims = 64;  // of a shape or a batch size
 

@@ -22,6 +22,9 @@ std::pair<std::string, std::string> split_first(const std::string& key) {
 void check_key(const std::string& key) {
   if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
     throw_error<KeyError>("[TensorDict] invalid key ", quote_key(key));
+  if (std::count(key.begin(), key.end(), '.') >= static_cast<std::ptrdiff_t>(kMaxKeyParts))
+    throw_error<KeyError>("[TensorDict] key ", quote_key(key), " has more than ", kMaxKeyParts,
+                          " dot-separated parts");
 }
 // The errors of a leaf that is undefined, or whose shape does not start with the batch size.
 void check_defined(const std::string& key, const Tensor& value) {

@@ -316,8 +316,9 @@ void TensorDict::save_safetensors(const std::string& path) const {
     }
     Tensor c = t.contiguous();
     uint64_t n = static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype());
-    h += ":{\"dtype\":" + json(st_dtype(c.dtype())).dump() + ",\"shape\":" +
-         json(c.shape()).dump() + ",\"data_offsets\":" + json({offset, offset + n}).dump() + "},";
+    h += ":{\"dtype\":" + json(st_dtype(c.dtype())).dump() +
+         ",\"shape\":" + json(c.shape()).dump() +
+         ",\"data_offsets\":" + json({offset, offset + n}).dump() + "},";
     offset += n;
     datas.push_back(c);
   }
@@ -473,7 +474,8 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
         const auto m = v.find(k);
         if (m == v.end()) continue;  // cannot happen
         if (!m.value().is_string())
-          fail("__metadata__ ", quote_key(k), " is not a string (the format maps strings to strings)");
+          fail("__metadata__ ", quote_key(k),
+               " is not a string (the format maps strings to strings)");
         if (k != "td.batch_size" && k.rfind(prefix, 0) != 0) continue;
         Shape shape;
         try {

@@ -28,7 +28,8 @@ void check_key(const std::string& key) {
 }
 // The errors of a leaf that is undefined, or whose shape does not start with the batch size.
 void check_defined(const std::string& key, const Tensor& value) {
-  if (!value.defined()) throw_error<ValueError>("[TensorDict] ", quote_key(key), " is an undefined tensor");
+  if (!value.defined())
+    throw_error<ValueError>("[TensorDict] ", quote_key(key), " is an undefined tensor");
 }
 [[noreturn]] void throw_not_batched(const std::string& key, const Shape& shape,
                                     const Shape& batch) {
@@ -157,7 +158,8 @@ const TensorDict::Entry* find_entry(const TensorDict& d, const std::string& key)
   os << "[TensorDict] key " << quote_key(key) << " not found; keys are [";
   auto keys = d.keys(true, true);
   constexpr size_t kListed = 20;  // a huge dict is not listed whole
-  for (size_t i = 0; i < keys.size() && i < kListed; ++i) os << (i ? ", " : "") << quote_key(keys[i]);
+  for (size_t i = 0; i < keys.size() && i < kListed; ++i)
+    os << (i ? ", " : "") << quote_key(keys[i]);
   if (keys.size() > kListed) os << ", ... (" << keys.size() << " keys)";
   os << "]";
   throw KeyError(os.str());

@@ -407,9 +407,8 @@ TEST_CASE("linear takes a bias of shape [out] only, as the README says") {
   }
   // under vmap: a per-set scalar bias is refused as the set's own call would be
   Tensor ws = seq({2, 5, 4}, kFloat32, 0.3), bs = tensor<float>({1.0f, -4.0f});
-  check_throws_mentioning<ValueError>(
-      [&] { vmap([](Tensor w1, Tensor b1) { return linear(ones({3, 4}), w1, b1); })(ws, bs); },
-      "[linear] bias");
+  auto per_set = [](Tensor w1, Tensor b1) { return linear(ones({3, 4}), w1, b1); };
+  check_throws_mentioning<ValueError>([&] { vmap(per_set)(ws, bs); }, "[linear] bias");
   // one output: [1] is [out]
   const Tensor w1 = seq({1, 4}, kFloat32, 0.7);
   const Tensor y = linear(x, w1, tensor<float>({2.5f}));

@@ -299,11 +299,11 @@ TEST_CASE("threads not seeded explicitly do not repeat each other's draws") {
   for (int t = 0; t < threads; ++t)
     pool.emplace_back([&, t] {
       for (int c = 0; c < 25; ++c)
-        outs[t * 25 + c] = nn::functional_vmap(*net, {.params = params,
-                                                      .args = {x},
-                                                      .randomness = Randomness::Different})
-                               .tensor()
-                               .to_vector<float>();
+        outs[t * 25 + c] =
+            nn::functional_vmap(
+                *net, {.params = params, .args = {x}, .randomness = Randomness::Different})
+                .tensor()
+                .to_vector<float>();
     });
   for (auto& th : pool) th.join();
   CHECK(std::set<std::vector<float>>(outs.begin(), outs.end()).size() == outs.size());

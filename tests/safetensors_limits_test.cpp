@@ -72,19 +72,19 @@ TEST_CASE("safetensors limits: JSON nested 150,000 deep is refused, not a stack 
   const int d = 150000;
   const std::string deep = std::string(d, '[') + std::string(d, ']');
   // the reproducer of the report: a deep value, then another key
-  auto [msg, s] = load_error("deep", file_of(R"({"deep":)" + deep + R"(,"w":)" + kEntry + "}",
-                                             std::string(4, '\0')));
+  auto [msg, s] = load_error(
+      "deep", file_of(R"({"deep":)" + deep + R"(,"w":)" + kEntry + "}", std::string(4, '\0')));
   CHECK(has(msg, "nests deeper than 64 levels"));
   CHECK(has(msg, "td_st_limits_test"));
-  auto [meta_msg, s2] = load_error(
-      "deep_meta", file_of(R"({"__metadata__":{"x":)" + deep + "}}", ""));
+  auto [meta_msg, s2] =
+      load_error("deep_meta", file_of(R"({"__metadata__":{"x":)" + deep + "}}", ""));
   CHECK(has(meta_msg, "nests deeper than 64 levels"));
   // brackets inside strings do not count, and a header at the limit loads
   const std::string in_string = std::string(100, '[');
-  auto [ok_msg, s3] = load_error(
-      "brackets_in_string",
-      file_of(R"({"__metadata__":{"x":")" + in_string + R"("},"w":)" + kEntry + "}",
-              std::string(4, '\0')));
+  auto [ok_msg, s3] =
+      load_error("brackets_in_string",
+                 file_of(R"({"__metadata__":{"x":")" + in_string + R"("},"w":)" + kEntry + "}",
+                         std::string(4, '\0')));
   CHECK(ok_msg == "");
 }
 
@@ -94,7 +94,8 @@ TEST_CASE("safetensors limits: many entries load in linear time, long dotted key
   std::string header = "{";
   for (int i = 0; i < n; ++i) {
     header += "\"layer" + std::to_string(i) + ".w\":{\"dtype\":\"F32\",\"shape\":[1],";
-    header += "\"data_offsets\":[" + std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]},";
+    header +=
+        "\"data_offsets\":[" + std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]},";
   }
   header.back() = '}';
   const std::string path = tmp_path("many");
@@ -112,8 +113,8 @@ TEST_CASE("safetensors limits: many entries load in linear time, long dotted key
   // one key of 40,000 parts (80 KB) took 6 s and 1.3 GB; past 256 parts it is refused
   std::string parts;
   for (int i = 0; i < 40000; ++i) parts += (i ? ".a" : "a");
-  auto [msg, t] = load_error("parts", file_of("{\"" + parts.substr(0, 4000) + "\":" + kEntry + "}",
-                                              std::string(4, '\0')));
+  auto [msg, t] = load_error(
+      "parts", file_of("{\"" + parts.substr(0, 4000) + "\":" + kEntry + "}", std::string(4, '\0')));
   CHECK(has(msg, "more than 256 dot-separated parts"));
   CHECK(msg.size() < 400);  // the key is quoted in part
   auto [long_msg, t2] = load_error("long", file_of("{\"" + parts + "\":" + kEntry + "}", ""));
@@ -144,7 +145,8 @@ TEST_CASE("safetensors limits: keys in messages are escaped and capped") {
   CHECK(has(msg, "entry 'a\\x00b' is not an object"));
   CHECK(msg.find('\0') == std::string::npos);
   // a 4,000-byte key (under the length limit) is quoted in its first 100 bytes
-  auto [long_msg, t] = load_error("long_key", file_of("{\"" + std::string(4000, 'k') + "\": 3}", ""));
+  auto [long_msg, t] =
+      load_error("long_key", file_of("{\"" + std::string(4000, 'k') + "\": 3}", ""));
   CHECK(has(long_msg, "'" + std::string(100, 'k') + "'... (4000 bytes) is not an object"));
   CHECK(long_msg.size() < 300);
   CHECK(quote_key("it's") == "'it\\'s'");

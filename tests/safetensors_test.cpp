@@ -382,7 +382,7 @@ TEST_CASE("safetensors: what cannot be saved is refused, and a failed write is r
   const std::string path = tmp_path("refused");
   // the last bytes reach /dev/full at close: the write failed, which the close reports
   check_throws_mentioning<RuntimeError>([&] { d.save_safetensors("/dev/full"); },
-                                      "[save_safetensors] failed writing '/dev/full'");
+                                        "[save_safetensors] failed writing '/dev/full'");
   TensorDict m;
   m.set("__metadata__", tensor({1.f, 2.f}));  // would be overwritten by the format's metadata
   check_throws_mentioning<ValueError>([&] { m.save_safetensors(path); },

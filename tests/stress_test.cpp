@@ -57,7 +57,9 @@ std::vector<float> call(const Models& m, int kind, int id) {
   using nn::functional_vmap;
   switch (kind) {
     case 0:
-      return functional_vmap(*m.lin, {.params = m.lin_p, .args = {m.x}}).tensor().to_vector<float>();
+      return functional_vmap(*m.lin, {.params = m.lin_p, .args = {m.x}})
+          .tensor()
+          .to_vector<float>();
     case 1:
       return functional_vmap(*m.mlp, {.params = m.mlp_p, .args = {m.x}, .chunk_size = 1 + id % 3})
           .tensor()
@@ -91,9 +93,8 @@ std::vector<float> call(const Models& m, int kind, int id) {
       return functional_vmap(*m.drop, o).tensor().to_vector<float>();
     }
     default:  // unseeded sampling (kind 5): its draws must not repeat anyone's
-      return functional_vmap(*m.drop, {.params = m.drop_p,
-                                       .args = {m.x},
-                                       .randomness = Randomness::Different})
+      return functional_vmap(
+                 *m.drop, {.params = m.drop_p, .args = {m.x}, .randomness = Randomness::Different})
           .tensor()
           .to_vector<float>();
   }

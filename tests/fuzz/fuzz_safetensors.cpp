@@ -18,7 +18,8 @@ std::string as_file(const uint8_t* data, size_t size) {
     td::set_memory_budget(int64_t{256} << 20);  // a fuzzed size must not reach the host's memory
     return ::memfd_create("td_fuzz_safetensors", 0);
   }();
-  if (fd < 0 || ::ftruncate(fd, 0) != 0 || ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size))
+  if (fd < 0 || ::ftruncate(fd, 0) != 0 ||
+      ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size))
     __builtin_trap();
   return "/proc/self/fd/" + std::to_string(fd);
 }

@@ -25,8 +25,7 @@ RunInputs parse_run_inputs(const std::vector<std::string>& inputs,
     auto pair = s.find('=') == std::string::npos ? std::pair<std::string, std::string>{"input", s}
                                                  : split_pair(s, "--input");
     for (const auto& [name, file] : out.inputs)
-      if (name == pair.first)
-        throw UsageError("--input " + td::quote_key(name) + " given twice");
+      if (name == pair.first) throw UsageError("--input " + td::quote_key(name) + " given twice");
     out.inputs.push_back(std::move(pair));
   }
   for (const auto& s : in_dims) {

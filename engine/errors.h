@@ -4,6 +4,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,10 +50,16 @@ template <class E, class... Args>
   throw E(detail::cat_str(std::forward<Args>(args)...));
 }
 
+// s in single quotes for an error message: control bytes (a NUL would end the message) escaped
+// as \xNN, a quote or backslash as \' or \\; a longer s is cut at max_bytes, then
+// "... (N bytes)".
+std::string quote_key(std::string_view s, size_t max_bytes = 100);
+
 // Python's repr of a list of names, for messages: ['a', 'b', ... and 3 more] (at most `cap`).
 inline std::string quoted_list(const std::vector<std::string>& names, size_t cap = 20) {
   std::string out = "[";
-  for (size_t i = 0; i < names.size() && i < cap; ++i) out += (i ? ", '" : "'") + names[i] + "'";
+  for (size_t i = 0; i < names.size() && i < cap; ++i)
+    out += (i ? ", " : "") + quote_key(names[i]);
   if (names.size() > cap) out += ", ... and " + std::to_string(names.size() - cap) + " more";
   return out + "]";
 }

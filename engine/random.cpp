@@ -10,9 +10,13 @@ using namespace philox;
 namespace {
 
 std::atomic<uint64_t> g_default_seed{67280421310721ULL};
+// A thread not seeded explicitly starts its streams at its own multiple of 2^32 (the first such
+// thread at 0), handed out once per process, so concurrent callers never repeat each other's
+// draws; manual_seed in a thread restarts that thread at stream 0, reproducibly.
+std::atomic<uint64_t> g_next_thread_stream{0};
 
 RngState& state() {
-  thread_local RngState s{g_default_seed.load(), 0, 0};
+  thread_local RngState s{g_default_seed.load(), g_next_thread_stream.fetch_add(1) << 32, 0};
   return s;
 }
 

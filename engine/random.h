@@ -7,7 +7,10 @@
 
 namespace td {
 
-void manual_seed(uint64_t seed);  // seeds this thread (and threads started later); stream := 0
+// Seeds this thread (stream := 0) and is the seed of threads that draw later without one. A
+// thread that never called manual_seed starts at a stream of its own (a multiple of 2^32 taken
+// from a process-wide counter), so threads do not repeat each other's draws.
+void manual_seed(uint64_t seed);
 
 struct RngState {
   uint64_t seed = 0;

@@ -3,9 +3,16 @@
 // td writes "__metadata__": {"td.batch_size": "[4]"} so that a load can restore the batch size,
 // and "td.batch_size.KEY" for a nested dict KEY with batch dims beyond its parent's or with no
 // tensor (which the entries alone would not bring back).
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <atomic>
+#include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -13,14 +20,19 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
+#include "engine/limits.h"
 #include "engine/ops.h"
 #include "modules/tensordict.h"
 
 namespace td {
 
 namespace {
-using json = nlohmann::ordered_json;
+// std::map-based: nlohmann's ordered_json finds a key by a linear search, quadratic over a header
+// of many entries; the order of the entries is recorded while parsing.
+using json = nlohmann::json;
 
 const char* st_dtype(DType t) {
   switch (t) {
@@ -138,10 +150,157 @@ Shape parse_shape_str(const std::string& s) {
   }
   return out;
 }
+
+// A header's limits, beyond which a file is refused before the work it would cost. A valid header
+// nests three deep (root, entry, shape); PyTorch's keys are short and a few parts deep.
+constexpr uint64_t kMaxHeader = 100'000'000;  // the reference reader's
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxKeyBytes = 4096;
+constexpr size_t kMaxEntries = 1'000'000;
+constexpr size_t kMaxDims = 64;  // of a shape or a batch size
+
+// Whether the JSON text nests arrays and objects deeper than `limit` (outside strings): checked
+// before parsing, since nlohmann's values copy and compare recursively.
+bool nests_deeper_than(std::string_view s, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return true;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return false;
+}
+
+// The keys of a valid JSON object's text in order, and those of its "__metadata__" object.
+void key_order(std::string_view s, std::vector<std::string>& top, std::vector<std::string>& meta) {
+  std::vector<char> open;  // '{' or '[' of each enclosing container
+  bool expect_key = false, in_meta = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '"') {
+      size_t j = i + 1;
+      while (j < s.size() && s[j] != '"') j += s[j] == '\\' ? 2 : 1;
+      if (expect_key && (open.size() == 1 || (open.size() == 2 && in_meta))) {
+        std::string k = json::parse(s.substr(i, j - i + 1)).get<std::string>();
+        if (open.size() == 1) {
+          in_meta = k == "__metadata__";
+          top.push_back(std::move(k));
+        } else {
+          meta.push_back(std::move(k));
+        }
+      }
+      expect_key = false;
+      i = j;
+    } else if (c == '{' || c == '[') {
+      open.push_back(c);
+      expect_key = c == '{';
+    } else if (c == '}' || c == ']') {
+      open.pop_back();
+      expect_key = false;
+    } else if (c == ',') {
+      expect_key = !open.empty() && open.back() == '{';
+    }
+  }
+}
+
+// The dot-separated parts of a key, or an empty vector when a part is empty.
+std::vector<std::string_view> key_parts(std::string_view key) {
+  std::vector<std::string_view> parts;
+  size_t begin = 0;
+  while (true) {
+    const size_t dot = key.find('.', begin);
+    const size_t end = dot == std::string_view::npos ? key.size() : dot;
+    if (end == begin) return {};
+    parts.push_back(key.substr(begin, end - begin));
+    if (dot == std::string_view::npos) return parts;
+    begin = dot + 1;
+  }
+}
+
+[[noreturn]] void write_error(const std::string& path, const char* what, int err) {
+  throw_error<RuntimeError>("[save_safetensors] ", what, " '", path, "': ", std::strerror(err));
+}
+
+// Writes the pieces to path as a whole or not at all: into a new file beside it, flushed to disk,
+// then renamed over it, so a full disk, a size limit or a crash leaves the old file as it was.
+// A target that exists and is not a regular file (/dev/null, a pipe) is written in place.
+void write_file_atomically(const std::string& path,
+                           const std::vector<std::pair<const void*, size_t>>& pieces) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path target = path;
+  if (fs::is_symlink(target, ec)) {  // replace the file the link names, not the link
+    fs::path real = fs::canonical(target, ec);
+    if (!ec) target = real;
+  }
+  struct stat st {};
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  const bool in_place = exists && !S_ISREG(st.st_mode);
+  static std::atomic<uint64_t> counter{0};
+  std::string tmp = target.string();
+  if (!in_place) {  // ".NAME.td-tmp-PID-N" beside the target
+    std::string name = ".";
+    name.append(target.filename().string()).append(".td-tmp-");
+    name.append(std::to_string(::getpid())).append("-");
+    name.append(std::to_string(counter.fetch_add(1)));
+    tmp = (target.parent_path() / name).string();
+  }
+  const int fd = in_place ? ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
+                          : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  if (fd < 0) write_error(path, "cannot open for writing", errno);
+  auto fail = [&](const char* what, int err) {
+    ::close(fd);
+    if (!in_place) ::unlink(tmp.c_str());
+    write_error(path, what, err);
+  };
+  if (exists && !in_place && ::fchmod(fd, st.st_mode & 07777) != 0)
+    fail("cannot keep the mode of", errno);
+  for (const auto& [data, size] : pieces) {
+    const char* p = static_cast<const char*>(data);
+    for (size_t left = size; left > 0;) {
+      const ssize_t w = ::write(fd, p, left);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) fail("failed writing", w < 0 ? errno : ENOSPC);
+      p += w;
+      left -= static_cast<size_t>(w);
+    }
+  }
+  if (!in_place && ::fsync(fd) != 0) fail("failed writing to disk (fsync)", errno);
+  if (::close(fd) != 0) {
+    const int err = errno;
+    if (!in_place) ::unlink(tmp.c_str());
+    write_error(path, "failed writing (close)", err);
+  }
+  if (in_place) return;
+  if (::rename(tmp.c_str(), target.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp.c_str());
+    write_error(path, "cannot replace the file", err);
+  }
+  // the rename itself reaches the disk with the directory's entries
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
 }  // namespace
 
 void TensorDict::save_safetensors(const std::string& path) const {
-  json header = json::object();
+  // The header is written entry by entry: a JSON object would look each key up as it is added.
+  std::string h = "{";
   std::vector<Tensor> datas;
   uint64_t offset = 0;
   for (const auto& [k, t] : leaves()) {
@@ -150,52 +309,59 @@ void TensorDict::save_safetensors(const std::string& path) const {
                               "': a tensor cannot be named "
                               "'__metadata__', which the format reserves for its metadata");
     try {
-      (void)json(k).dump();
+      h += json(k).dump();
     } catch (const json::type_error&) {
-      throw_error<ValueError>("[save_safetensors] '", path, "': key '", k,
-                              "' is not valid UTF-8, which the format's JSON header needs");
+      throw_error<ValueError>("[save_safetensors] '", path, "': key ", quote_key(k),
+                              " is not valid UTF-8, which the format's JSON header needs");
     }
     Tensor c = t.contiguous();
     uint64_t n = static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype());
-    header[k] = {{"dtype", st_dtype(c.dtype())},
-                 {"shape", c.shape()},
-                 {"data_offsets", {offset, offset + n}}};
+    h += ":{\"dtype\":" + json(st_dtype(c.dtype())).dump() +
+         ",\"shape\":" + json(c.shape()).dump() +
+         ",\"data_offsets\":" + json({offset, offset + n}).dump() + "},";
     offset += n;
     datas.push_back(c);
   }
-  std::ostringstream bs;
-  bs << batch_size_;
-  json meta = {{"format", "pt"}, {"td.batch_size", bs.str()}};
-  const std::function<void(const TensorDict&, const std::string&)> note_nested =
-      [&](const TensorDict& d, const std::string& prefix) {
-        for (const auto& [k, e] : d.items())
-          if (const auto* sub = std::get_if<TensorDict>(&e)) {
-            // extra batch dims, or a dict without tensors, which the entries alone would lose
-            if (sub->batch_dims() > d.batch_dims() || sub->leaves().empty()) {
-              std::ostringstream s;
-              s << sub->batch_size();
-              meta["td.batch_size." + prefix + k] = s.str();
-            }
-            note_nested(*sub, prefix + k + ".");
-          }
-      };
-  note_nested(*this, "");
-  header["__metadata__"] = std::move(meta);
-  std::string h = header.dump();
+  auto shape_text = [](const Shape& shape) {
+    std::ostringstream s;
+    s << shape;
+    return s.str();
+  };
+  h += "\"__metadata__\":{\"format\":\"pt\",\"td.batch_size\":" +
+       json(shape_text(batch_size_)).dump();
+  const std::function<bool(const TensorDict&)> holds_tensor = [&](const TensorDict& d) {
+    for (const auto& [k, e] : d.items())
+      if (const auto* sub = std::get_if<TensorDict>(&e); !sub || holds_tensor(*sub)) return true;
+    return false;
+  };
+  std::string prefix;  // of the dict note_nested is in
+  const std::function<void(const TensorDict&)> note_nested = [&](const TensorDict& d) {
+    for (const auto& [k, e] : d.items())
+      if (const auto* sub = std::get_if<TensorDict>(&e)) {
+        const size_t len = prefix.size();
+        prefix += k;
+        // extra batch dims, or a dict without tensors, which the entries alone would lose
+        if (sub->batch_dims() > d.batch_dims() || !holds_tensor(*sub)) {
+          std::string key = "td.batch_size.";
+          key += prefix;
+          h.append(",").append(json(key).dump()).append(":");
+          h.append(json(shape_text(sub->batch_size())).dump());
+        }
+        prefix += '.';
+        note_nested(*sub);
+        prefix.resize(len);
+      }
+  };
+  note_nested(*this);
+  h += "}}";
   while (h.size() % 8 != 0) h += ' ';  // as the Python package does: aligned data
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw_error<ValueError>("[save_safetensors] cannot open '", path, "' for writing");
   uint64_t n = h.size();
-  unsigned char len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(n >> (8 * i));
-  f.write(reinterpret_cast<const char*>(len), 8);
-  f.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& c : datas) {
-    size_t nb = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
-    if (nb) f.write(static_cast<const char*>(c.raw_data()), static_cast<std::streamsize>(nb));
-  }
-  f.close();  // the last bytes are written here: a full disk shows only now
-  if (f.fail()) throw_error<ValueError>("[save_safetensors] failed writing '", path, "'");
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>(n >> (8 * i));
+  std::vector<std::pair<const void*, size_t>> pieces = {{len.data(), 8}, {h.data(), h.size()}};
+  for (const auto& c : datas)
+    pieces.emplace_back(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  write_file_atomically(path, pieces);
 }
 
 TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_size) {
@@ -223,7 +389,6 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
     fail("file is truncated: ", len.size(), " bytes, less than the 8-byte header length");
   uint64_t n = 0;
   for (int i = 0; i < 8; ++i) n |= uint64_t{static_cast<unsigned char>(len[i])} << (8 * i);
-  constexpr uint64_t kMaxHeader = 100'000'000;
   if (file_size && n > *file_size - 8)
     fail("header length ", n, " runs beyond the end of the file (", *file_size, " bytes)");
   if (n > kMaxHeader) fail("header length ", n, " is beyond the format's limit of 100 MB");
@@ -235,18 +400,55 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   // would stop reading there and take NUL padding or trailing bytes)
   if (!head.empty() && head.front() != '{')
     fail("the header is not a JSON object: it does not start with '{'");
+  if (nests_deeper_than(head, kMaxJsonDepth))
+    fail("the header's JSON nests deeper than ", kMaxJsonDepth, " levels");
   json header = head.find('\0') == std::string::npos ? json::parse(head, nullptr, false)
                                                      : json(json::value_t::discarded);
-  if (header.is_discarded()) fail("the header is not valid JSON");
+  if (header.is_discarded() || !header.is_object()) fail("the header is not valid JSON");
+  std::vector<std::string> order, meta_order;  // which json's std::map forgets
+  key_order(head, order, meta_order);
+  std::string().swap(head);
+  // a key given twice keeps its first place and its last value, as a JSON object's reader does
+  auto dedup = [](std::vector<std::string>& keys) {
+    std::unordered_map<std::string_view, bool> seen;
+    std::vector<std::string> out;
+    for (auto& k : keys)
+      if (seen.emplace(k, true).second) out.push_back(std::move(k));
+    keys = std::move(out);
+  };
+  if (header.size() > kMaxEntries)
+    fail("the header has ", header.size(), " entries, beyond the limit of ", kMaxEntries);
+  // The data: a regular file's size is known; a pipe or device is read up to the memory budget.
+  const uint64_t budget = static_cast<uint64_t>(memory_budget());
+  if (file_size && *file_size - 8 - n > budget)
+    fail(*file_size - 8 - n, " data bytes are beyond the memory budget of ", budget, " bytes");
   std::string bytes;
   try {
-    bytes.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    if (file_size) {
+      read(bytes, *file_size - 8 - n);
+    } else {
+      std::string block;
+      while (f) {
+        read(block, 1 << 20);
+        if (bytes.size() + block.size() > budget)
+          fail("more data than the memory budget of ", budget, " bytes (not a regular file)");
+        bytes += block;
+      }
+    }
+  } catch (const ValueError&) {
+    throw;
   } catch (const std::exception& e) {
     fail("cannot read the data: ", e.what());
   }
   const uint64_t data_size = bytes.size();
   const char* data = bytes.data();
 
+  auto check_key = [&](const std::string& key) {
+    if (key.size() > kMaxKeyBytes)
+      fail("key ", quote_key(key), " is longer than the limit of ", kMaxKeyBytes, " bytes");
+    if (std::count(key.begin(), key.end(), '.') >= static_cast<std::ptrdiff_t>(kMaxKeyParts))
+      fail("key ", quote_key(key), " has more than ", kMaxKeyParts, " dot-separated parts");
+  };
   struct Item {
     std::string key, dtype;
     SourceType type;
@@ -257,71 +459,87 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   Shape meta_batch;
   bool has_meta_batch = false;
   std::vector<std::pair<std::string, Shape>> nested_batch;  // in the order saved: parents first
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& key = it.key();
-    const json& v = it.value();
+  dedup(order);
+  for (const std::string& key : order) {
+    const auto found = header.find(key);
+    if (found == header.end()) fail("the header is not valid JSON");  // cannot happen
+    const json& v = found.value();
     if (key == "__metadata__") {
       if (!v.is_object()) fail("__metadata__ is not an object");
+      if (v.size() > kMaxEntries)
+        fail("__metadata__ has ", v.size(), " entries, beyond the limit of ", kMaxEntries);
       const std::string prefix = "td.batch_size.";  // then a nested dict's key
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        const std::string& k = m.key();
+      dedup(meta_order);
+      for (const std::string& k : meta_order) {
+        const auto m = v.find(k);
+        if (m == v.end()) continue;  // cannot happen
         if (!m.value().is_string())
-          fail("__metadata__ '", k, "' is not a string (the format maps strings to strings)");
+          fail("__metadata__ ", quote_key(k),
+               " is not a string (the format maps strings to strings)");
         if (k != "td.batch_size" && k.rfind(prefix, 0) != 0) continue;
         Shape shape;
         try {
-          shape = parse_shape_str(m.value().get<std::string>());
+          const std::string& text = m.value().get_ref<const std::string&>();
+          if (std::count(text.begin(), text.end(), ',') >= static_cast<std::ptrdiff_t>(kMaxDims))
+            throw ValueError("too many dims");
+          shape = parse_shape_str(text);
         } catch (const std::exception&) {
-          fail("__metadata__ has a malformed ", k);
+          fail("__metadata__ has a malformed ", quote_key(k));
         }
         if (k == "td.batch_size") {
           meta_batch = shape;
           has_meta_batch = true;
         } else {
           nested_batch.emplace_back(k.substr(prefix.size()), shape);
+          check_key(nested_batch.back().first);
         }
       }
       continue;
     }
-    if (!v.is_object()) fail("entry '", key, "' is not an object");
-    if (!v.contains("dtype") || !v["dtype"].is_string()) fail("entry '", key, "' has no dtype");
-    if (!v.contains("shape") || !v["shape"].is_array()) fail("entry '", key, "' has no shape");
+    check_key(key);
+    const std::string qkey = quote_key(key);
+    if (!v.is_object()) fail("entry ", qkey, " is not an object");
+    if (!v.contains("dtype") || !v["dtype"].is_string()) fail("entry ", qkey, " has no dtype");
+    if (!v.contains("shape") || !v["shape"].is_array()) fail("entry ", qkey, " has no shape");
+    if (v["shape"].size() > kMaxDims)
+      fail("entry ", qkey, " has ", v["shape"].size(), " dims, beyond the limit of ", kMaxDims);
     if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
         v["data_offsets"].size() != 2 || !v["data_offsets"][0].is_number_unsigned() ||
         !v["data_offsets"][1].is_number_unsigned())
-      fail("entry '", key, "' has no valid data_offsets [begin, end]");
+      fail("entry ", qkey, " has no valid data_offsets [begin, end]");
     Item item;
     item.key = key;
     item.dtype = v["dtype"].get<std::string>();
     if (!source_type(item.dtype, item.type))
-      fail("entry '", key, "' has unknown dtype '", item.dtype,
-           "' (supported: F32, F64, I64, BOOL, F16, BF16, I32, I16, I8, U8)");
+      fail("entry ", qkey, " has unknown dtype ", quote_key(item.dtype),
+           " (supported: F32, F64, I64, BOOL, F16, BF16, I32, I16, I8, U8)");
     uint64_t numel = 1;
     // a zero dim anywhere makes the entry empty, whatever the other dims ([2, 3, 0] needs no data)
     const bool empty =
         std::any_of(v["shape"].begin(), v["shape"].end(), [](const json& d) { return d == 0; });
     for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) fail("entry '", key, "' has a bad shape");
+      if (!d.is_number_unsigned()) fail("entry ", qkey, " has a bad shape");
       uint64_t s = d.get<uint64_t>();
       if (s > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
           (!empty && numel > data_size / s + 1))
-        fail("entry '", key, "' has a shape larger than the file");
+        fail("entry ", qkey, " has a shape larger than the file");
       numel *= s;
       item.shape.push_back(static_cast<int64_t>(s));
     }
     item.begin = v["data_offsets"][0].get<uint64_t>();
     item.end = v["data_offsets"][1].get<uint64_t>();
     if (item.begin > item.end || item.end > data_size)
-      fail("entry '", key, "' has data_offsets [", item.begin, ", ", item.end,
+      fail("entry ", qkey, " has data_offsets [", item.begin, ", ", item.end,
            "] out of range of the ", data_size, " data bytes");
     uint64_t need = 0;  // numel * element size, which may not fit 64 bits
     const bool too_many = __builtin_mul_overflow(numel, item.type.nbytes, &need);
     if (too_many || need > data_size || item.end - item.begin != need)
-      fail("entry '", key, "' has ", item.end - item.begin, " data bytes but shape ",
+      fail("entry ", qkey, " has ", item.end - item.begin, " data bytes but shape ",
            shape_str(item.shape), " of ", item.dtype, " needs ",
            too_many ? std::string("more than 2^64") : std::to_string(need));
     items.push_back(std::move(item));
   }
+  header = json();
   // As the reference reader: the entries, by position, tile the data exactly, without overlaps,
   // holes or bytes after the last (an empty entry too must sit between two others, not inside one).
   std::vector<const Item*> sorted;
@@ -332,8 +550,8 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   uint64_t covered = 0;  // data bytes [0, covered) belong to the entries seen
   for (size_t i = 0; i < sorted.size(); ++i) {
     if (sorted[i]->begin < covered)
-      fail("the data of '", sorted[i - 1]->key, "' [", sorted[i - 1]->begin, ", ",
-           sorted[i - 1]->end, ") and '", sorted[i]->key, "' [", sorted[i]->begin, ", ",
+      fail("the data of ", quote_key(sorted[i - 1]->key), " [", sorted[i - 1]->begin, ", ",
+           sorted[i - 1]->end, ") and ", quote_key(sorted[i]->key), " [", sorted[i]->begin, ", ",
            sorted[i]->end, ") overlap");
     if (sorted[i]->begin > covered)
       fail("data bytes [", covered, ", ", sorted[i]->begin, ") belong to no entry");
@@ -342,14 +560,53 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   if (covered != data_size)
     fail("data bytes [", covered, ", ", data_size, ") after the last entry belong to no entry");
 
-  if (batch_size.empty() && has_meta_batch) batch_size = meta_batch;
+  // The nesting, built with an index per dict: TensorDict::set searches a dict's entries one by
+  // one and copies the rest of a dotted key at every level, quadratic for many entries or parts.
+  struct Node {
+    TensorDict* dict;
+    std::unordered_map<std::string_view, size_t> index;  // views of keys in parts_store
+    std::vector<std::unique_ptr<Node>> children;         // by entry position; null for a tensor
+    std::optional<Shape> meta;                           // from td.batch_size.KEY
+    bool only_meta = true;                               // no entry created it
+  };
   TensorDict out;
+  std::vector<std::unique_ptr<TensorDict>> dicts;  // the nested dicts while they are built
+  Node root{&out, {}, {}, {}, false};
+  std::deque<std::string> owned_keys;  // keeps every part's characters for the indexes
+  // The node of dotted key `key`, creating the dicts on its way (and it, if `create`); nullptr
+  // where a part names a tensor. `leaf` receives the last part.
+  auto walk = [&](const std::string& key, bool create_last, bool by_entry,
+                  std::string_view& leaf) -> Node* {
+    owned_keys.push_back(key);
+    std::vector<std::string_view> parts = key_parts(owned_keys.back());
+    if (parts.empty()) fail("invalid key ", quote_key(key));
+    Node* node = &root;
+    const size_t last = create_last ? parts.size() : parts.size() - 1;
+    for (size_t p = 0; p < last; ++p) {
+      auto found = node->index.find(parts[p]);
+      if (found == node->index.end()) {
+        dicts.push_back(std::make_unique<TensorDict>());
+        auto child = std::make_unique<Node>(Node{dicts.back().get(), {}, {}, {}, true});
+        node->index.emplace(parts[p], node->children.size());
+        node->dict->entries_.emplace_back(std::string(parts[p]), TensorDict());
+        node->children.push_back(std::move(child));
+        found = node->index.find(parts[p]);
+      }
+      Node* next = node->children[found->second].get();
+      if (!next) return nullptr;
+      if (by_entry) next->only_meta = false;
+      node = next;
+    }
+    leaf = create_last ? std::string_view() : parts.back();
+    return node;
+  };
+  if (batch_size.empty() && has_meta_batch) batch_size = meta_batch;
   for (const auto& item : items) {
     Tensor t;
     try {
       t = Tensor::empty(item.shape, item.type.dtype);
     } catch (const std::exception& e) {  // an empty shape whose other dims overflow int64
-      fail("entry '", item.key, "': ", e.what());
+      fail("entry ", quote_key(item.key), ": ", e.what());
     }
     int64_t numel = t.numel();
     if (numel > 0) {
@@ -359,43 +616,71 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
         if (item.type.dtype == DType::Bool) {  // only 0/1 are valid bools
           auto* b = static_cast<unsigned char*>(t.raw_data());
           for (int64_t i = 0; i < numel; ++i)
-            if (b[i] > 1) fail("entry '", item.key, "' holds a BOOL byte other than 0 or 1");
+            if (b[i] > 1)
+              fail("entry ", quote_key(item.key), " holds a BOOL byte other than 0 or 1");
         }
       } else {
         convert(item.dtype, src, t.raw_data(), numel);
       }
     }
-    if (out.contains(item.key)) fail("key '", item.key, "' clashes with a nested entry");
-    try {
-      out.set(item.key, t);
-    } catch (const KeyError& e) {
-      fail("key '", item.key, "' clashes with another entry: ", e.what());
-    }
+    std::string_view leaf;
+    Node* node = walk(item.key, false, true, leaf);
+    if (!node) fail("key ", quote_key(item.key), " clashes with another entry, a tensor");
+    if (node->index.count(leaf)) fail("key ", quote_key(item.key), " clashes with a nested entry");
+    node->index.emplace(leaf, node->children.size());
+    node->children.push_back(nullptr);
+    node->dict->entries_.emplace_back(std::string(leaf), std::move(t));
   }
+  for (const auto& [k, bs] : nested_batch) {
+    std::string_view unused;
+    Node* node = walk(k, true, false, unused);
+    if (!node || node == &root)
+      fail("__metadata__ gives a batch size for ", quote_key(k), ", which is not a nested dict");
+    node->meta = bs;
+  }
+  // Moves the built dicts into their parents' entries, deepest first (depth is bounded by the
+  // key limits).
+  const std::function<void(Node&)> assemble = [&](Node& node) {
+    for (size_t i = 0; i < node.children.size(); ++i)
+      if (Node* c = node.children[i].get()) {
+        assemble(*c);
+        node.dict->entries_[i].second = std::move(*c->dict);
+        c->dict = &std::get<TensorDict>(node.dict->entries_[i].second);
+      }
+  };
+  assemble(root);
   try {
     out.set_batch_size(batch_size);
   } catch (const ValueError& e) {
     fail(e.what());
   }
   // nested dicts' extra batch dims, where the saved root batch size is the one in use, and the
-  // dicts that hold no tensor (which only the metadata names)
+  // dicts that hold no tensor (which only the metadata names); parents before their children
   const bool saved_root = !has_meta_batch || batch_size == meta_batch;
-  for (const auto& [k, bs] : nested_batch) {
-    TensorDict sub;
-    try {
-      const bool empty = !out.contains(k);
-      if (!empty && !saved_root) continue;
-      sub = empty ? TensorDict() : out.get_dict(k);
-    } catch (const std::exception&) {
-      fail("__metadata__ gives a batch size for '", k, "', which is not a nested dict");
+  std::vector<const std::string*> path_parts;  // of the dict nest() is in, for its errors
+  const std::function<void(Node&)> nest = [&](Node& node) {
+    for (size_t i = 0; i < node.children.size(); ++i) {
+      Node* c = node.children[i].get();
+      if (!c) continue;
+      path_parts.push_back(&node.dict->entries_[i].first);
+      if (c->meta && (c->only_meta || saved_root)) {
+        TensorDict& sub = *c->dict;
+        try {
+          sub.set_batch_size(saved_root ? *c->meta : batch_size);
+          const Shape &parent = node.dict->batch_size(), &own = sub.batch_size();
+          if (own.size() < parent.size() || !std::equal(parent.begin(), parent.end(), own.begin()))
+            sub.set_batch_size(parent);
+        } catch (const std::exception& e) {
+          std::string k;
+          for (const std::string* part : path_parts) k += (k.empty() ? "" : ".") + *part;
+          fail("the batch size of ", quote_key(k), ": ", e.what());
+        }
+      }
+      nest(*c);
+      path_parts.pop_back();
     }
-    try {
-      sub.set_batch_size(saved_root ? bs : batch_size);
-      out.set(k, std::move(sub));
-    } catch (const std::exception& e) {
-      fail("the batch size of '", k, "': ", e.what());
-    }
-  }
+  };
+  nest(root);
   return out;
 }
 

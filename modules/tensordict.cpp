@@ -4,6 +4,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "engine/limits.h"
 #include "engine/ops.h"
 #include "modules/module.h"
 
@@ -20,15 +21,19 @@ std::pair<std::string, std::string> split_first(const std::string& key) {
 }
 void check_key(const std::string& key) {
   if (key.empty() || key.front() == '.' || key.back() == '.' || key.find("..") != std::string::npos)
-    throw_error<KeyError>("[TensorDict] invalid key '", key, "'");
+    throw_error<KeyError>("[TensorDict] invalid key ", quote_key(key));
+  if (std::count(key.begin(), key.end(), '.') >= static_cast<std::ptrdiff_t>(kMaxKeyParts))
+    throw_error<KeyError>("[TensorDict] key ", quote_key(key), " has more than ", kMaxKeyParts,
+                          " dot-separated parts");
 }
 // The errors of a leaf that is undefined, or whose shape does not start with the batch size.
 void check_defined(const std::string& key, const Tensor& value) {
-  if (!value.defined()) throw_error<ValueError>("[TensorDict] '", key, "' is an undefined tensor");
+  if (!value.defined())
+    throw_error<ValueError>("[TensorDict] ", quote_key(key), " is an undefined tensor");
 }
 [[noreturn]] void throw_not_batched(const std::string& key, const Shape& shape,
                                     const Shape& batch) {
-  throw_error<ValueError>("[TensorDict] '", key, "' has shape ", shape_str(shape),
+  throw_error<ValueError>("[TensorDict] ", quote_key(key), " has shape ", shape_str(shape),
                           ", which does not start with batch_size ", shape_str(batch));
 }
 }  // namespace
@@ -76,7 +81,8 @@ void TensorDict::set(const std::string& key, Tensor value) {
       if (k != head) continue;
       auto* d = std::get_if<TensorDict>(&e);
       if (!d)
-        throw_error<KeyError>("[TensorDict] '", head, "' is a tensor, cannot set '", key, "'");
+        throw_error<KeyError>("[TensorDict] ", quote_key(head), " is a tensor, cannot set ",
+                              quote_key(key));
       Shape shape = value.shape();
       try {
         d->set(rest, std::move(value));
@@ -108,7 +114,8 @@ void TensorDict::set(const std::string& key, TensorDict value) {
       if (k != head) continue;
       auto* d = std::get_if<TensorDict>(&e);
       if (!d)
-        throw_error<KeyError>("[TensorDict] '", head, "' is a tensor, cannot set '", key, "'");
+        throw_error<KeyError>("[TensorDict] ", quote_key(head), " is a tensor, cannot set ",
+                              quote_key(key));
       d->set(rest, std::move(value));
       return;
     }
@@ -121,7 +128,7 @@ void TensorDict::set(const std::string& key, TensorDict value) {
     try {
       value.set_batch_size(batch_size_);
     } catch (const ValueError& err) {
-      throw_error<ValueError>("[TensorDict] nested entry '", key, "' with batch_size ",
+      throw_error<ValueError>("[TensorDict] nested entry ", quote_key(key), " with batch_size ",
                               shape_str(value.batch_size()), " does not match batch_size ",
                               shape_str(batch_size_), ": ", err.what());
     }
@@ -147,7 +154,7 @@ const TensorDict::Entry* find_entry(const TensorDict& d, const std::string& key)
   return nullptr;
 }
 [[noreturn]] void missing(const TensorDict& d, const std::string& key) {
-  throw_error<KeyError>("[TensorDict] key '", key, "' not found; keys are ",
+  throw_error<KeyError>("[TensorDict] key ", quote_key(key), " not found; keys are ",
                         quoted_list(d.keys(true, true)));
 }
 }  // namespace
@@ -156,14 +163,14 @@ Tensor TensorDict::get(const std::string& key) const {
   const Entry* e = find_entry(*this, key);
   if (!e) missing(*this, key);
   if (auto* t = std::get_if<Tensor>(e)) return *t;
-  throw_error<TypeError>("[TensorDict] '", key, "' is a nested TensorDict, not a tensor");
+  throw_error<TypeError>("[TensorDict] ", quote_key(key), " is a nested TensorDict, not a tensor");
 }
 
 const TensorDict& TensorDict::get_dict(const std::string& key) const {
   const Entry* e = find_entry(*this, key);
   if (!e) missing(*this, key);
   if (auto* d = std::get_if<TensorDict>(e)) return *d;
-  throw_error<TypeError>("[TensorDict] '", key, "' is a tensor, not a nested TensorDict");
+  throw_error<TypeError>("[TensorDict] ", quote_key(key), " is a tensor, not a nested TensorDict");
 }
 
 bool TensorDict::contains(const std::string& key) const { return find_entry(*this, key); }
@@ -182,26 +189,42 @@ bool TensorDict::erase(const std::string& key) {
   return false;
 }
 
+namespace {
+// Calls f(dotted key, entry) for every entry of d and its nested dicts, in insertion order, with
+// one growing prefix: linear in the keys' lengths however deep the nesting.
+template <class F>
+void walk_entries(const TensorDict& d, std::string& prefix, const F& f) {
+  for (const auto& [k, e] : d.items()) {
+    const size_t len = prefix.size();
+    if (len) prefix += '.';
+    prefix += k;
+    f(prefix, e);
+    if (const auto* sub = std::get_if<TensorDict>(&e)) walk_entries(*sub, prefix, f);
+    prefix.resize(len);
+  }
+}
+}  // namespace
+
 std::vector<std::string> TensorDict::keys(bool include_nested, bool leaves_only) const {
   std::vector<std::string> out;
-  for (const auto& [k, e] : entries_) {
-    const auto* d = std::get_if<TensorDict>(&e);
-    if (!d || !leaves_only) out.push_back(k);
-    if (d && include_nested)
-      for (const auto& sub : d->keys(true, leaves_only)) out.push_back(k + "." + sub);
+  if (!include_nested) {
+    for (const auto& [k, e] : entries_)
+      if (!leaves_only || std::holds_alternative<Tensor>(e)) out.push_back(k);
+    return out;
   }
+  std::string prefix;
+  walk_entries(*this, prefix, [&](const std::string& key, const Entry& e) {
+    if (!leaves_only || std::holds_alternative<Tensor>(e)) out.push_back(key);
+  });
   return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> TensorDict::leaves() const {
   std::vector<std::pair<std::string, Tensor>> out;
-  for (const auto& [k, e] : entries_) {
-    if (const auto* t = std::get_if<Tensor>(&e)) {
-      out.emplace_back(k, *t);
-    } else {
-      for (auto& [sk, st] : std::get<TensorDict>(e).leaves()) out.emplace_back(k + "." + sk, st);
-    }
-  }
+  std::string prefix;
+  walk_entries(*this, prefix, [&](const std::string& key, const Entry& e) {
+    if (const auto* t = std::get_if<Tensor>(&e)) out.emplace_back(key, *t);
+  });
   return out;
 }
 

@@ -19,6 +19,9 @@ ValueDict::ValueDict(std::initializer_list<std::pair<std::string, Value>> items)
   for (const auto& [k, v] : items) set(k, v);
 }
 
+size_t ValueDict::size() const { return items_.size(); }
+bool ValueDict::empty() const { return items_.empty(); }
+
 bool ValueDict::contains(const std::string& key) const {
   for (const auto& kv : items_)
     if (kv.first == key) return true;

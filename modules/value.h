@@ -31,8 +31,9 @@ class ValueDict {
   Value& operator[](const std::string& key);      // inserts None if absent
   void set(const std::string& key, Value v);      // replaces in place or appends
   bool erase(const std::string& key);
-  size_t size() const { return items_.size(); }
-  bool empty() const { return items_.empty(); }
+  // out of line: Value is incomplete here, which clang does not accept in vector<pair>::size
+  size_t size() const;
+  bool empty() const;
   std::vector<std::string> keys() const;
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   std::vector<std::pair<std::string, Value>>& items() { return items_; }

@@ -395,26 +395,24 @@ TEST_CASE("vmap: linear with a 1-D weight and a bias is the stacked per-set call
   CHECK(vmap(f)(ones({3, 3}), ones({3, 3}), ones({3})).shape() == Shape{3});
 }
 
-TEST_CASE("linear adds a one-element bias ([] or [1]) to every output, as torch") {
+TEST_CASE("linear takes a bias of shape [out] only, as the README says") {
+  // a one-element bias ([] or [1]) was broadcast to every output, as torch does
   Tensor x = seq({3, 4}, kFloat32), w = seq({5, 4}, kFloat32, 0.7);
-  const Tensor plain = linear(x, w);
-  for (const Tensor& b : {scalar_tensor(2.5), tensor<float>({2.5f})}) {
+  for (const Tensor& b : {scalar_tensor(2.5), tensor<float>({2.5f}), ones({2}), ones({3, 5})}) {
     CAPTURE(b.shape());
-    const Tensor y = linear(x, w, b), yr = linear_relu(x, w, b);
-    REQUIRE(y.shape() == Shape{3, 5});
-    const auto p = plain.to_vector<float>(), v = y.to_vector<float>(), vr = yr.to_vector<float>();
-    for (size_t i = 0; i < v.size(); ++i) {
-      CHECK(v[i] == doctest::Approx(p[i] + 2.5));
-      CHECK(vr[i] == doctest::Approx(std::max(p[i] + 2.5f, 0.0f)));
-    }
+    const std::string shapes = "bias of shape " + shape_str(b.shape()) +
+                               " does not match weight of shape [5, 4] (expected [5])";
+    check_throws_mentioning<ValueError>([&] { linear(x, w, b); }, "[linear] " + shapes);
+    check_throws_mentioning<ValueError>([&] { linear_relu(x, w, b); }, "[linear] " + shapes);
   }
-  // under vmap: a per-set scalar bias is that set's call
+  // under vmap: a per-set scalar bias is refused as the set's own call would be
   Tensor ws = seq({2, 5, 4}, kFloat32, 0.3), bs = tensor<float>({1.0f, -4.0f});
-  Tensor y = vmap([](Tensor w1, Tensor b1) { return linear(ones({3, 4}), w1, b1); })(ws, bs);
-  REQUIRE(y.shape() == Shape{2, 3, 5});
-  for (int64_t i = 0; i < 2; ++i) CHECK(allclose(y[i], linear(ones({3, 4}), ws[i], bs[i])));
-  // two elements are not one per output
-  check_throws_mentioning<ValueError>([&] { linear(x, w, ones({2})); }, "[linear] bias");
+  auto per_set = [](Tensor w1, Tensor b1) { return linear(ones({3, 4}), w1, b1); };
+  check_throws_mentioning<ValueError>([&] { vmap(per_set)(ws, bs); }, "[linear] bias");
+  // one output: [1] is [out]
+  const Tensor w1 = seq({1, 4}, kFloat32, 0.7);
+  const Tensor y = linear(x, w1, tensor<float>({2.5f}));
+  CHECK(allclose(y, add(linear(x, w1), 2.5)));
 }
 
 TEST_CASE("linear errors") {

@@ -4,11 +4,15 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "engine/engine.h"
 #include "engine/kernels/kernels.h"
+#include "modules/modules.h"
 #include "vmap/vmap.h"
 
 using namespace td;
@@ -271,4 +275,62 @@ TEST_CASE("philox_dropout in place gives what it gives into another buffer") {
     }
     CHECK(bad == 0);
   }
+}
+
+TEST_CASE("threads not seeded explicitly do not repeat each other's draws") {
+  // every new thread's stream started at the same place: 8 threads drew the same numbers
+  const int threads = 8, calls = 50;
+  std::vector<std::vector<float>> draws(threads * calls);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int c = 0; c < calls; ++c) draws[t * calls + c] = rand({4}).to_vector<float>();
+    });
+  for (auto& th : pool) th.join();
+  CHECK(std::set<std::vector<float>>(draws.begin(), draws.end()).size() == draws.size());
+
+  // a dropout ensemble sampled from many threads: every call gets its own mask
+  auto lin = std::make_shared<nn::Linear>(4, 16);
+  auto net = std::make_shared<nn::Sequential>(
+      std::vector<std::shared_ptr<nn::Module>>{lin, std::make_shared<nn::Dropout>(0.5)});
+  TensorDict params = TensorDict::from_modules({net, net, net});
+  const Tensor x = ones({2, 4});
+  std::vector<std::vector<float>> outs(threads * 25);
+  pool.clear();
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int c = 0; c < 25; ++c)
+        outs[t * 25 + c] =
+            nn::functional_vmap(
+                *net, {.params = params, .args = {x}, .randomness = Randomness::Different})
+                .tensor()
+                .to_vector<float>();
+    });
+  for (auto& th : pool) th.join();
+  CHECK(std::set<std::vector<float>>(outs.begin(), outs.end()).size() == outs.size());
+}
+
+TEST_CASE("a thread that calls manual_seed draws reproducibly, whatever other threads do") {
+  std::vector<std::vector<float>> seeded(4), other(4);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < 4; ++t)
+    pool.emplace_back([&, t] {
+      manual_seed(2024);
+      for (int c = 0; c < 3; ++c) {
+        auto v = rand({3}).to_vector<float>();
+        seeded[t].insert(seeded[t].end(), v.begin(), v.end());
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 1; t < 4; ++t) CHECK(seeded[t] == seeded[0]);
+  // the same seed in this thread gives the same draws
+  const RngState saved = rng_state();
+  manual_seed(2024);
+  std::vector<float> here;
+  for (int c = 0; c < 3; ++c) {
+    auto v = rand({3}).to_vector<float>();
+    here.insert(here.end(), v.begin(), v.end());
+  }
+  set_rng_state(saved);
+  CHECK(here == seeded[0]);
 }

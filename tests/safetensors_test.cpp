@@ -368,7 +368,7 @@ TEST_CASE("safetensors: corrupted files raise ValueError naming the file and the
   CHECK_THROWS_AS(TensorDict::load_safetensors(path, {2}), ValueError);
   std::remove(path.c_str());
   CHECK_THROWS_AS(TensorDict::load_safetensors("/nonexistent/dir/file.safetensors"), ValueError);
-  CHECK_THROWS_AS(TensorDict().save_safetensors("/nonexistent/dir/file.safetensors"), ValueError);
+  CHECK_THROWS_AS(TensorDict().save_safetensors("/nonexistent/dir/file.safetensors"), RuntimeError);
   // a directory, and a device read no further than its header (/dev/zero: length 0, no JSON)
   check_throws_mentioning<ValueError>([] { TensorDict::load_safetensors("/tmp"); },
                                       "'/tmp': is a directory");
@@ -381,8 +381,8 @@ TEST_CASE("safetensors: what cannot be saved is refused, and a failed write is r
   d.set("x", tensor({3.f}));
   const std::string path = tmp_path("refused");
   // the last bytes reach /dev/full at close: the write failed, which the close reports
-  check_throws_mentioning<ValueError>([&] { d.save_safetensors("/dev/full"); },
-                                      "[save_safetensors] failed writing '/dev/full'");
+  check_throws_mentioning<RuntimeError>([&] { d.save_safetensors("/dev/full"); },
+                                        "[save_safetensors] failed writing '/dev/full'");
   TensorDict m;
   m.set("__metadata__", tensor({1.f, 2.f}));  // would be overwritten by the format's metadata
   check_throws_mentioning<ValueError>([&] { m.save_safetensors(path); },

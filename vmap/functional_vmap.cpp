@@ -7,6 +7,7 @@
 #include <typeindex>
 
 #include "engine/batching.h"
+#include "engine/limits.h"
 #include "engine/ops.h"
 #include "engine/ops/impls.h"
 #include "engine/parallel.h"
@@ -299,6 +300,8 @@ void name_shared_write(const RuntimeError& e, const Module& module, const Tensor
 Value run_loop(const Module& module, const std::string& method, const TensorDict& params,
                const ValueList& args, const ValueDict& kwargs,
                const std::map<std::string, PerSet>& per_set, int64_t batch) {
+  // every set's output is kept until they are stacked: refuse 10^9 sets up front
+  check_memory_budget("functional_vmap", batch, kChunkBytes, "sets run one at a time (loop=true)");
   RngState entry = rng_state();
   uint64_t stream_end = entry.stream;
   SharedLeaves shared(params, batch);

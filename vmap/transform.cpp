@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "engine/batching.h"
+#include "engine/limits.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
@@ -185,6 +186,10 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
 
   // chunks: [c]*(B/c) + [B%c]; a batch of size 0 still runs once
   int64_t c = o.chunk_size ? *o.chunk_size : std::max<int64_t>(batch, 1);
+  // each chunk keeps its outputs and bookkeeping until they are joined: refuse 10^9 chunks up
+  // front rather than run out of memory on the way
+  check_memory_budget("vmap", std::max<int64_t>(batch / c + (batch % c != 0), 1), kChunkBytes,
+                      "chunks of sets");
   std::vector<std::pair<int64_t, int64_t>> chunks;
   for (int64_t s = 0; s < batch; s += c) chunks.emplace_back(s, std::min(c, batch - s));
   if (chunks.empty()) chunks.emplace_back(0, 0);

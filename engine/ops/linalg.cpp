@@ -164,24 +164,18 @@ Tensor vector_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) 
   return add(y, bias).to(y.dtype());
 }
 
-// torch adds a one-element bias ([] or [1]) to every output of a 2-D weight
-Tensor bias_per_output(const Tensor& weight, const Tensor& bias) {
-  if (!bias.defined() || weight.dim() != 2 || bias.dim() > 1 || bias.numel() != 1) return bias;
-  return bias.reshape({}).expand({weight.size(0)}).contiguous();
-}
-
 }  // namespace
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (weight.defined() && weight.dim() == 1) return vector_linear(x, weight, bias);
-  return call_op1(OpId::linear, {x, weight, bias_per_output(weight, bias)});
+  return call_op1(OpId::linear, {x, weight, bias});
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (weight.defined() && weight.dim() == 1) return relu(vector_linear(x, weight, bias));
   OpAttrs attrs;
   attrs.flag = true;
-  return call_op1(OpId::linear, {x, weight, bias_per_output(weight, bias)}, attrs);
+  return call_op1(OpId::linear, {x, weight, bias}, attrs);
 }
 
 }  // namespace td

@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/limits.h"
 #include "modules/modules.h"
 #include "tools/tdvmap/common.h"
 #include "tools/tdvmap/model_spec.h"
+#include "tools/tdvmap/run_args.h"
 #include "vmap/functional_vmap.h"
 
 namespace tdvmap {
@@ -36,14 +38,6 @@ struct RunOptions {
   std::string out;
 };
 
-// Splits NAME=VALUE (UsageError naming the flag otherwise).
-std::pair<std::string, std::string> split_pair(const std::string& s, const char* flag) {
-  auto eq = s.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-    throw UsageError(std::string(flag) + " expects NAME=VALUE, got '" + s + "'");
-  return {s.substr(0, eq), s.substr(eq + 1)};
-}
-
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -59,7 +53,10 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
   for (const auto& [key, t] : expected.leaves()) {
     if (!file.contains(key)) {
       std::string have;
-      for (const auto& k : file.keys(true, true)) have += (have.empty() ? "" : ", ") + k;
+      const auto keys = file.keys(true, true);
+      for (size_t i = 0; i < keys.size() && i < 20; ++i)  // a huge file is not listed whole
+        have += (have.empty() ? "" : ", ") + td::quote_key(keys[i]);
+      if (keys.size() > 20) have += ", ... (" + std::to_string(keys.size()) + " keys)";
       td::throw_error<td::KeyError>(
           "params file '", path, "' has no '", key, "' (the model's parameter of per-set shape ",
           shape_text(t.shape()), "); it has: ", have.empty() ? "nothing" : have);
@@ -87,8 +84,8 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
     if (expected.contains(key)) continue;
     // PyTorch's BatchNorm counter; td keeps no such buffer when it has none.
     if (ends_with(key, "num_batches_tracked")) continue;
-    td::throw_error<td::KeyError>("params file '", path, "' has '", key,
-                                  "', which the model has no parameter or buffer for");
+    td::throw_error<td::KeyError>("params file '", path, "' has ", td::quote_key(key),
+                                  ", which the model has no parameter or buffer for");
   }
   TensorDict params(batch.value_or(Shape{}));
   for (const auto& [key, t] : expected.leaves()) params.set(key, file.get(key));
@@ -140,31 +137,13 @@ int run_run(const RunOptions& o) {
   options.chunk_size = o.chunk_size;
   options.method = o.method;
   options.loop = o.loop;
-  std::vector<std::pair<std::string, std::string>> inputs;
-  for (const auto& s : o.inputs)
-    inputs.push_back(s.find('=') == std::string::npos
-                         ? std::pair<std::string, std::string>{"input", s}
-                         : split_pair(s, "--input"));
-  for (const auto& s : o.in_dims) {
-    auto [name, dim] = split_pair(s, "--in-dim");
-    size_t used = 0;
-    int64_t d = 0;
-    try {
-      d = std::stoll(dim, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != dim.size()) throw UsageError("--in-dim " + s + ": '" + dim + "' is not an integer");
-    options.in_dims[name] = d;
-  }
+  const RunInputs parsed = parse_run_inputs(o.inputs, o.in_dims);
+  options.in_dims = parsed.in_dims;
 
   std::shared_ptr<nn::Module> model = build_model(o.model);  // SpecError: exit 2
   model->train(o.train);
   options.params = load_params(*model, o.params);
-  for (const auto& [name, path] : inputs) {
-    if (options.kwargs.contains(name)) throw UsageError("--input " + name + " given twice");
-    options.kwargs.set(name, load_input(name, path));
-  }
+  for (const auto& [name, path] : parsed.inputs) options.kwargs.set(name, load_input(name, path));
 
   td::Value result;
   try {

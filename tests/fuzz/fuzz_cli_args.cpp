@@ -30,7 +30,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   CLI::App app{"tdvmap"};
   app.require_subcommand(1);
-  tdvmap::add_run_command(app);
+  // the command owns the options its flags write to: it must outlive the parse
+  const tdvmap::Command run = tdvmap::add_run_command(app);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   try {

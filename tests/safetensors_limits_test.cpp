@@ -22,6 +22,7 @@
 #include "engine/engine.h"
 #include "engine/limits.h"
 #include "modules/modules.h"
+#include "tests/safetensors_files.h"
 #include "tests/test_util.h"
 
 using namespace td;
@@ -31,22 +32,6 @@ namespace {
 
 std::string tmp_path(const std::string& name) {
   return "/tmp/td_st_limits_test_" + std::to_string(::getpid()) + "_" + name + ".safetensors";
-}
-void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream f(path, std::ios::binary);
-  f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-std::string read_bytes(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-}
-std::string le64(uint64_t n) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[i] = static_cast<char>((n >> (8 * i)) & 0xff);
-  return s;
-}
-std::string file_of(const std::string& header, const std::string& data) {
-  return le64(header.size()) + header + data;
 }
 const std::string kEntry = R"({"dtype":"F32","shape":[1],"data_offsets":[0,4]})";
 

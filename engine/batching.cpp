@@ -19,15 +19,6 @@ Randomness parse_randomness(std::string_view s) {
                           "' (expected 'error', 'different' or 'same')");
 }
 
-const char* randomness_name(Randomness r) {
-  switch (r) {
-    case Randomness::Error: return "error";
-    case Randomness::Different: return "different";
-    case Randomness::Same: return "same";
-  }
-  return "?";
-}
-
 VmapLevelScope::VmapLevelScope(int64_t batch_size, Randomness randomness, int64_t set_offset) {
   if (g_visible != g_levels.size())
     throw_error<RuntimeError>("[vmap] cannot start a vmap inside a batching rule");
@@ -106,13 +97,6 @@ Batched remove_batch_tag(const Tensor& t, int64_t level) {
     if (bt.pdim < pdim) --bdim;
   impl->sync_logical();
   return {Tensor(std::move(impl)), bdim};
-}
-
-bool has_level(const Tensor& t, int64_t level) {
-  if (!t.is_batched()) return false;
-  for (const auto& bt : t.batch_tags())
-    if (bt.level == level) return true;
-  return false;
 }
 
 }  // namespace td

@@ -12,7 +12,6 @@
 namespace td {
 
 Randomness parse_randomness(std::string_view s);  // "error" | "different" | "same"; ValueError
-const char* randomness_name(Randomness r);
 
 struct VmapLevel {
   // unique for the life of the process, so a tensor tagged by a finished vmap is never taken
@@ -69,7 +68,5 @@ Tensor add_batch_tag(const Tensor& t, int64_t level, int64_t dim, int64_t start 
                      int64_t length = -1);
 // Removes level's tag; the returned bdim is that dim's position among value's logical dims.
 Batched remove_batch_tag(const Tensor& t, int64_t level);
-// True if t carries a tag for level.
-bool has_level(const Tensor& t, int64_t level);
 
 }  // namespace td

@@ -19,7 +19,7 @@ struct OpTable {
   std::vector<std::atomic<int64_t>> fallbacks = std::vector<std::atomic<int64_t>>(512);
   std::mutex mutex;  // guards registration of user ops
   OpTable() {
-#define TD_X(name, family) ops.push_back({#name, OpFamily::family, &impl::name##_impl});
+#define TD_X(name, family, ...) ops.push_back({#name, OpFamily::family, &impl::name##_impl});
     TD_OPS(TD_X)
 #undef TD_X
     ops.reserve(512);  // registration never reallocates under readers
@@ -69,6 +69,24 @@ std::vector<Batched> fallback_loop(const RuleContext& ctx, std::span<const Batch
   return out;
 }
 
+// The one way a batched op reports a bad argument: an op whose rule failed on the stacked
+// operands runs set by set, its shapes named per-set shapes, so that the first set that fails
+// raises its own error, as an unbatched call on its slice would. If every set passes (a failure
+// of the stacking itself), the caller rethrows the original error. Random and in-place ops are
+// not run again (a second draw, a second write); a user op's rule is not trusted to be pure.
+void replay_per_set(const RuleContext& ctx, std::span<const Batched> in, const OpAttrs& attrs) {
+  const OpFamily family = op_info(ctx.op).family;
+  if (family == OpFamily::Random || family == OpFamily::InPlace || family == OpFamily::Custom)
+    return;
+  PerSetNaming naming;
+  std::vector<Tensor> args(in.size());
+  for (int64_t i = 0; i < ctx.batch_size; ++i) {
+    for (size_t k = 0; k < in.size(); ++k)
+      args[k] = in[k].bdim ? in[k].value.select(*in[k].bdim, i) : in[k].value;
+    (void)call_op(ctx.op, args, attrs);
+  }
+}
+
 std::vector<Tensor> dispatch_batched(OpId op, std::span<const Tensor> inputs,
                                      const OpAttrs& attrs) {
   int64_t level = 0;
@@ -97,7 +115,16 @@ std::vector<Tensor> dispatch_batched(OpId op, std::span<const Tensor> inputs,
   std::vector<Batched> out;
   {
     HideLevelsScope hide(level);
-    out = rule ? rule(ctx, in, attrs) : fallback_loop(ctx, in, attrs);
+    if (!rule) {
+      out = fallback_loop(ctx, in, attrs);
+    } else {
+      try {
+        out = rule(ctx, in, attrs);
+      } catch (const Error&) {
+        replay_per_set(ctx, in, attrs);
+        throw;
+      }
+    }
   }
   std::vector<Tensor> result;
   result.reserve(out.size());
@@ -169,7 +196,6 @@ void set_batch_rule(OpId op, BatchRule rule) {
 BatchRule batch_rule(OpId op) { return table().rules[static_cast<size_t>(op)]; }
 
 void set_vmap_fallback_enabled(bool enabled) { g_fallback_enabled.store(enabled); }
-bool vmap_fallback_enabled() { return g_fallback_enabled.load(); }
 int64_t fallback_count(OpId op) { return table().fallbacks[static_cast<size_t>(op)].load(); }
 
 void count_kernel(KernelKind kind) { ++g_kernel_counts[static_cast<size_t>(kind)]; }

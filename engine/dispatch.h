@@ -18,7 +18,7 @@
 namespace td {
 
 enum class OpId : int {
-#define TD_X(name, family) name,
+#define TD_X(name, family, ...) name,
   TD_OPS(TD_X)
 #undef TD_X
       kNumBuiltin
@@ -96,7 +96,6 @@ BatchRule batch_rule(OpId op);  // nullptr if none
 
 // The per-set loop for ops without a rule; on by default, warns once per op.
 void set_vmap_fallback_enabled(bool enabled);
-bool vmap_fallback_enabled();
 // How many times the fallback ran for op since start (tests check built-ins never do).
 int64_t fallback_count(OpId op);
 

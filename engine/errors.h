@@ -14,24 +14,33 @@
 
 namespace td {
 
-struct KeyError : std::out_of_range {
+// The base every td error has besides its std one: `catch (const td::Error&)` takes them all.
+struct Error {
+  virtual ~Error() = default;
+};
+struct KeyError : std::out_of_range, Error {
   using std::out_of_range::out_of_range;
 };
-struct IndexError : std::out_of_range {
+struct IndexError : std::out_of_range, Error {
   using std::out_of_range::out_of_range;
 };
-struct ValueError : std::invalid_argument {
+struct ValueError : std::invalid_argument, Error {
   using std::invalid_argument::invalid_argument;
 };
-struct TypeError : std::invalid_argument {
+struct TypeError : std::invalid_argument, Error {
   using std::invalid_argument::invalid_argument;
 };
-struct RuntimeError : std::runtime_error {
+struct RuntimeError : std::runtime_error, Error {
   using std::runtime_error::runtime_error;
 };
 // An undefined tensor (an absent optional) used as a defined one; inside an op, the dispatcher
 // rethrows it naming the op and its inputs.
 struct UndefinedTensorError : RuntimeError {
+  using RuntimeError::RuntimeError;
+};
+// An in-place write into a tensor whose elements share memory (expanded, stride 0), which
+// functional_vmap names as the params entry every set shares.
+struct ExpandedWriteError : RuntimeError {
   using RuntimeError::RuntimeError;
 };
 
@@ -49,6 +58,19 @@ template <class E, class... Args>
 [[noreturn]] void throw_error(Args&&... args) {
   throw E(detail::cat_str(std::forward<Args>(args)...));
 }
+
+// The word an op's error uses for the shapes of its inputs: "shape" ("shapes"), or "per-set
+// shape" while vmap runs an op that failed on stacked operands set by set, to raise the error of
+// the set that fails (a PerSetNaming is alive on this thread).
+const char* shape_word();
+const char* shapes_word();
+class PerSetNaming {
+ public:
+  PerSetNaming();
+  ~PerSetNaming();
+  PerSetNaming(const PerSetNaming&) = delete;
+  PerSetNaming& operator=(const PerSetNaming&) = delete;
+};
 
 // s in single quotes for an error message: control bytes (a NUL would end the message) escaped
 // as \xNN, a quote or backslash as \' or \\; a longer s is cut at max_bytes, then

@@ -50,23 +50,4 @@ void check_memory_budget(const char* op, int64_t count, int64_t bytes_each, cons
                               " bytes (td::set_memory_budget or TD_MEMORY_BUDGET raise it)");
 }
 
-std::string quote_key(std::string_view s, size_t max_bytes) {
-  static const char* kHex = "0123456789abcdef";
-  std::string out = "'";
-  for (size_t i = 0; i < s.size() && i < max_bytes; ++i) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c < 0x20 || c == 0x7f) {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 15];
-    } else {
-      if (c == '\'' || c == '\\') out += '\\';
-      out += static_cast<char>(c);
-    }
-  }
-  out += '\'';
-  if (s.size() > max_bytes) out += "... (" + std::to_string(s.size()) + " bytes)";
-  return out;
-}
-
 }  // namespace td

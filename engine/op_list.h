@@ -1,38 +1,71 @@
 #pragma once
-// The one list of ops. Each entry X(name, Family) gives:
-//   - OpId::name and its printed name,
-//   - the kernel entry `std::vector<Tensor> name_impl(std::span<const Tensor>, const OpAttrs&)`
-//     (declared in engine/ops/impls.h, defined in engine/ops/<family>.cpp),
-//   - a slot in the batching-rule table that vmap/ fills (vmap/rules/<family>_rules.cpp).
-// Adding an op: a line here, its _impl, its public function in engine/ops.h, its rule.
+// The one list of ops. Every line X(name, Family, ...) gives OpId::name, its printed name, its
+// kernel entry `std::vector<Tensor> name_impl(std::span<const Tensor>, const OpAttrs&)` (declared
+// in engine/ops/impls.h, defined in the family's file of engine/ops/) and its batching rule, which
+// vmap/rules/ registers for the whole family (or, where the ops of a family differ, per op).
 //
-// The OpAttrs fields each family reads are noted beside it.
-
+// The element-wise lists carry more columns, from which everything else of theirs is generated:
+// the kernel kind (kernels::UnaryKind / BinaryKind), the public functions of engine/ops.h, the
+// _impl with its dtype rule. Adding one is a line here and its case in the kernel's switch.
+//
+// Unary: X(name, Unary, kernel kind, dtype rule) -> Tensor name(const Tensor&). Dtype rules:
+//   Float    integer and bool inputs compute in float32 (exp, log, ...)
+//   Signed   keeps the dtype; bool refused, as in torch
+//   Keep     keeps the dtype, bool included
+//   Bool     a bool result
+//   Bitwise  bool and int64 only, dtype kept
 // clang-format off
+#define TD_UNARY_OPS(X)                                                                      \
+  X(neg, Unary, Neg, Signed) X(abs, Unary, Abs, Signed) X(exp, Unary, Exp, Float)            \
+  X(log, Unary, Log, Float) X(sqrt, Unary, Sqrt, Float) X(rsqrt, Unary, Rsqrt, Float)        \
+  X(tanh, Unary, Tanh, Float) X(sigmoid, Unary, Sigmoid, Float) X(relu, Unary, Relu, Signed) \
+  X(logical_not, Unary, LogicalNot, Bool) X(bitwise_not, Unary, BitNot, Bitwise)             \
+  X(sin, Unary, Sin, Float) X(cos, Unary, Cos, Float) X(log1p, Unary, Log1p, Float)          \
+  X(expm1, Unary, Expm1, Float) X(reciprocal, Unary, Reciprocal, Float)                      \
+  X(floor, Unary, Floor, Signed) X(ceil, Unary, Ceil, Signed) X(round, Unary, Round, Signed) \
+  X(sign, Unary, Sign, Keep)
+
+// Binary, broadcasting: X(name, Binary, kernel kind, dtype rule, public functions).
+// Dtype rules (after type promotion):
+//   Promote  the promoted dtype
+//   Sub      as Promote; a bool operand refused, as in torch
+//   Div      true division: integers give float32
+//   Pow      bool refused
+//   Mod      bool refused; an integer divisor holding 0 is a RuntimeError
+//   Compare  a bool result
+//   Bitwise  bool and int64 only
+// Public functions: Scalar: name(Tensor, Tensor) and name(Tensor, Scalar); Own: name(Tensor,
+// Tensor), its scalar overloads written by hand (elementwise.cpp); Plain: name(Tensor, Tensor)
+// only, the operands as given (no 0-d narrowing).
+#define TD_BINARY_OPS(X)                                                                     \
+  X(add, Binary, Add, Promote, Scalar) X(sub, Binary, Sub, Sub, Own)                         \
+  X(mul, Binary, Mul, Promote, Scalar) X(div, Binary, Div, Div, Scalar)                      \
+  X(pow, Binary, Pow, Pow, Own) X(maximum, Binary, Maximum, Promote, Scalar)                 \
+  X(minimum, Binary, Minimum, Promote, Scalar) X(eq, Binary, Eq, Compare, Scalar)            \
+  X(ne, Binary, Ne, Compare, Scalar) X(lt, Binary, Lt, Compare, Scalar)                      \
+  X(le, Binary, Le, Compare, Scalar) X(gt, Binary, Gt, Compare, Scalar)                      \
+  X(ge, Binary, Ge, Compare, Scalar) X(logical_and, Binary, LogicalAnd, Compare, Plain)      \
+  X(logical_or, Binary, LogicalOr, Compare, Plain) X(bitwise_and, Binary, BitAnd, Bitwise, Plain) \
+  X(bitwise_or, Binary, BitOr, Bitwise, Plain) X(bitwise_xor, Binary, BitXor, Bitwise, Plain) \
+  X(remainder, Binary, Remainder, Mod, Scalar) X(fmod, Binary, Fmod, Mod, Scalar)
+
 #define TD_OPS(X)                                                                      \
   /* Random: shape = sizes, dtype; bernoulli(p); dropout alpha = p, training;          \
      dropout_mask shape = sizes, alpha = p */                                          \
   X(rand, Random) X(randn, Random) X(bernoulli, Random) X(dropout, Random)             \
   X(dropout_mask, Random)                                                              \
-  /* Unary: gelu flag = tanh approx; clamp alpha/beta + has_min/has_max; to_dtype */   \
-  X(neg, Unary) X(abs, Unary) X(exp, Unary) X(log, Unary) X(sqrt, Unary)                \
-  X(rsqrt, Unary) X(tanh, Unary) X(sigmoid, Unary) X(relu, Unary) X(gelu, Unary)        \
-  X(logical_not, Unary) X(bitwise_not, Unary) X(clamp, Unary) X(to_dtype, Unary)        \
-  X(sin, Unary) X(cos, Unary) X(log1p, Unary) X(expm1, Unary) X(reciprocal, Unary)      \
-  X(floor, Unary) X(ceil, Unary) X(round, Unary) X(sign, Unary)                         \
-  /* Binary, broadcasting */                                                           \
-  X(add, Binary) X(sub, Binary) X(mul, Binary) X(div, Binary) X(pow, Binary)            \
-  X(maximum, Binary) X(minimum, Binary) X(eq, Binary) X(ne, Binary) X(lt, Binary)       \
-  X(le, Binary) X(gt, Binary) X(ge, Binary) X(logical_and, Binary) X(logical_or, Binary) \
-  X(bitwise_and, Binary) X(bitwise_or, Binary) X(bitwise_xor, Binary)                 \
-  X(remainder, Binary) X(fmod, Binary)                                                 \
+  /* Unary ops with attributes, their _impl and public function written by hand: gelu flag = \
+     tanh approximation; clamp value/value2 + has_min/has_max, flag = a floating bound;     \
+     to_dtype dtype */                                                                     \
+  TD_UNARY_OPS(X) X(gelu, Unary) X(clamp, Unary) X(to_dtype, Unary)                        \
+  TD_BINARY_OPS(X)                                                                         \
   X(where, Ternary)                                                                    \
   /* Reduce: dims (empty = all), keepdim, flag = unbiased (var, std) */                \
   X(sum, Reduce) X(mean, Reduce) X(var, Reduce) X(std, Reduce) X(amax, Reduce)          \
   X(amin, Reduce) X(argmax, Reduce) X(argmin, Reduce)                                   \
   /* Softmax: dim */                                                                   \
   X(softmax, Softmax) X(log_softmax, Softmax)                                           \
-  /* Linalg: linear(x, w, b?) */                                                       \
+  /* Linalg: linear(x, w, b?), flag = ReLU fused */                                                    \
   X(matmul, Linalg) X(linear, Linalg)                                                   \
   /* Norm: layer_norm(x, w?, b?) sizes = normalized_shape, alpha = eps; flag: w and b   \
      are [sets, *sizes] for x [sets, ...], each set's rows with its own;                \
@@ -58,7 +91,7 @@
   X(cat, Join) X(stack, Join) X(split, Join)                                            \
   /* Index: index_select(x, index) dim; gather(x, index) dim */                        \
   X(index_select, Index) X(gather, Index)                                               \
-  /* InPlace: self is input 0 and is returned; fill_ alpha = value */                  \
+  /* InPlace: self is input 0 and is returned; fill_ value */                  \
   X(add_, InPlace) X(mul_, InPlace) X(copy_, InPlace) X(fill_, InPlace)
 // clang-format on
 

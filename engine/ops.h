@@ -9,6 +9,7 @@
 #include <tuple>
 #include <vector>
 
+#include "engine/op_list.h"
 #include "engine/tensor.h"
 
 namespace td {
@@ -50,60 +51,41 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 Tensor dropout_mask(const Shape& shape, double p);
 
 // ---- element-wise ----
-Tensor neg(const Tensor& x);
-Tensor abs(const Tensor& x);
-Tensor exp(const Tensor& x);
-Tensor log(const Tensor& x);
-Tensor sqrt(const Tensor& x);
-Tensor rsqrt(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor relu(const Tensor& x);
+// The unary and binary ops of engine/op_list.h, declared from its lists, with their dtype rules:
+//   Tensor neg(const Tensor& x); ... exp, log, sin (float32 for integer and bool inputs), floor,
+//   ceil, round (half to even), sign (the dtype kept), logical_not, bitwise_not, ...
+//   Tensor add(const Tensor& a, const Tensor& b); Tensor add(const Tensor& a, Scalar b); ...
+// div is true division (integers give float32); remainder is a - b * floor(a / b) with the sign
+// of b, as Python's %, fmod the same with the sign of a, as C's fmod; an integer divisor holding 0
+// is a RuntimeError (torch's ZeroDivisionError). Bitwise ops (a & b, a | b, a ^ b, ~a) take bool
+// and int64 tensors (bool with int64 promotes to int64); floating tensors raise TypeError as in
+// PyTorch. A scalar operand takes PyTorch's "wrapped number" promotion (by its C++ type).
+#define TD_X(name, family, kind, rule) Tensor name(const Tensor& x);
+TD_UNARY_OPS(TD_X)
+#undef TD_X
+#define TD_BINARY_DECL_Own(name) Tensor name(const Tensor& a, const Tensor& b);
+#define TD_BINARY_DECL_Plain(name) TD_BINARY_DECL_Own(name)
+#define TD_BINARY_DECL_Scalar(name) \
+  TD_BINARY_DECL_Own(name) Tensor name(const Tensor& a, Scalar b);
+#define TD_X(name, family, kind, rule, api) TD_BINARY_DECL_##api(name)
+TD_BINARY_OPS(TD_X)
+#undef TD_X
+#undef TD_BINARY_DECL_Scalar
+#undef TD_BINARY_DECL_Plain
+#undef TD_BINARY_DECL_Own
+Tensor sub(const Tensor& a, Scalar b);
+Tensor pow(const Tensor& a, Scalar b);
+Tensor pow(Scalar a, const Tensor& b);
+
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
-Tensor logical_not(const Tensor& x);
-Tensor sin(const Tensor& x);  // float32 for integer and bool inputs, as exp and log
-Tensor cos(const Tensor& x);
-Tensor log1p(const Tensor& x);
-Tensor expm1(const Tensor& x);
-Tensor reciprocal(const Tensor& x);
-Tensor floor(const Tensor& x);  // floor, ceil, round (half to even) and sign keep the dtype
-Tensor ceil(const Tensor& x);
-Tensor round(const Tensor& x);
-Tensor sign(const Tensor& x);
 // A floating bound makes an integral x float32 (PyTorch's scalar promotion).
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
-
-Tensor add(const Tensor& a, const Tensor& b);
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);  // true division: integers give float32
-Tensor pow(const Tensor& a, const Tensor& b);
-Tensor maximum(const Tensor& a, const Tensor& b);
-Tensor minimum(const Tensor& a, const Tensor& b);
-// a - b * floor(a / b) with the sign of b, as Python's % (remainder, operator%), or with the sign
-// of a, as C's fmod; an integer divisor holding 0 is a RuntimeError (torch's ZeroDivisionError)
-Tensor remainder(const Tensor& a, const Tensor& b);
-Tensor fmod(const Tensor& a, const Tensor& b);
-Tensor eq(const Tensor& a, const Tensor& b);
-Tensor ne(const Tensor& a, const Tensor& b);
-Tensor lt(const Tensor& a, const Tensor& b);
-Tensor le(const Tensor& a, const Tensor& b);
-Tensor gt(const Tensor& a, const Tensor& b);
-Tensor ge(const Tensor& a, const Tensor& b);
-Tensor logical_and(const Tensor& a, const Tensor& b);
-Tensor logical_or(const Tensor& a, const Tensor& b);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // Bool masks of NaN, infinite and finite elements (integer and bool elements are always finite).
 // Comparisons underneath, so vmap batches them through those ops' rules.
 Tensor isnan(const Tensor& x);
 Tensor isinf(const Tensor& x);
 Tensor isfinite(const Tensor& x);
-// Bitwise ops (a & b, a | b, a ^ b, ~a) of bool and int64 tensors (bool with int64 promotes to
-// int64); floating tensors raise TypeError as in PyTorch.
-Tensor bitwise_and(const Tensor& a, const Tensor& b);
-Tensor bitwise_or(const Tensor& a, const Tensor& b);
-Tensor bitwise_xor(const Tensor& a, const Tensor& b);
-Tensor bitwise_not(const Tensor& x);
 
 // PyTorch's result_type: dimensioned tensors rank above 0-d tensors (by LOGICAL rank, so a
 // per-set 0-d tensor inside vmap stays 0-d), which rank above scalars; a lower tier counts only
@@ -111,23 +93,6 @@ Tensor bitwise_not(const Tensor& x);
 // kFloat64) is float32, arange(3) * 2.0 is float32. Undefined tensors are skipped.
 DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>& scalars = {});
 
-// scalar overloads: the scalar takes PyTorch's "wrapped number" promotion (by its C++ type)
-Tensor add(const Tensor& a, Scalar b);
-Tensor sub(const Tensor& a, Scalar b);
-Tensor mul(const Tensor& a, Scalar b);
-Tensor div(const Tensor& a, Scalar b);
-Tensor pow(const Tensor& a, Scalar b);
-Tensor pow(Scalar a, const Tensor& b);
-Tensor maximum(const Tensor& a, Scalar b);
-Tensor minimum(const Tensor& a, Scalar b);
-Tensor remainder(const Tensor& a, Scalar b);
-Tensor fmod(const Tensor& a, Scalar b);
-Tensor eq(const Tensor& a, Scalar b);
-Tensor ne(const Tensor& a, Scalar b);
-Tensor lt(const Tensor& a, Scalar b);
-Tensor le(const Tensor& a, Scalar b);
-Tensor gt(const Tensor& a, Scalar b);
-Tensor ge(const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 Tensor where(const Tensor& cond, Scalar a, Scalar b);  // float32 for floats, int64 for ints

@@ -40,7 +40,7 @@ inline int64_t normalize_dim(const char* op, int64_t dim, int64_t ndim) {
 int64_t normalize_insert_dim(const char* op, int64_t dim, int64_t ndim);
 // NumPy broadcasting; ValueError naming op and both shapes (`what`: "per-set shapes" in vmap's
 // rules) when they do not broadcast.
-Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b, const char* what = "shapes");
+Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b, const char* what = nullptr);
 // The product of s multiplied in order, as PyTorch does (an overflow before a 0 dim counts), or
 // nullopt when it overflows int64.
 std::optional<int64_t> checked_product(const Shape& s);

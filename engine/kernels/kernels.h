@@ -4,7 +4,9 @@
 // the level chosen for this CPU at start-up (isa.h). Eigen is included only in gemm.cpp, xtensor
 // only in copy.cpp; small_gemm.cpp is our own register-blocked GEMM for small float matrices.
 #include <cstdint>
+#include <string_view>
 
+#include "engine/op_list.h"
 #include "engine/tensor.h"
 
 namespace td::kernels {
@@ -13,71 +15,31 @@ namespace td::kernels {
 // variant finds by argument-dependent lookup no entry point to be ambiguous with.
 namespace types {
 
-// BitNot: bool and int64 only
+// The kinds of the element-wise ops of engine/op_list.h (BitNot, Bit*: bool and int64 only;
+// Remainder: the divisor's sign, as Python's %; Fmod: the dividend's, as C's fmod; an integer
+// divisor is checked for 0 by the op).
 enum class UnaryKind {
-  Neg,
-  Abs,
-  Exp,
-  Log,
-  Sqrt,
-  Rsqrt,
-  Tanh,
-  Sigmoid,
-  Relu,
+#define TD_X(name, family, kind, rule) kind,
+  TD_UNARY_OPS(TD_X)
+#undef TD_X
   Gelu,
-  GeluTanh,
-  LogicalNot,
-  BitNot,
-  Sin,
-  Cos,
-  Log1p,
-  Expm1,
-  Reciprocal,
-  Floor,
-  Ceil,
-  Round,
-  Sign
+  GeluTanh
 };
-// Bit*: bool and int64 only
-// Remainder: the divisor's sign (Python's %); Fmod: the dividend's (C's fmod). Integer divisors
-// are checked for 0 by the op.
 enum class BinaryKind {
-  Add,
-  Sub,
-  Mul,
-  Div,
-  Pow,
-  Maximum,
-  Minimum,
-  Eq,
-  Ne,
-  Lt,
-  Le,
-  Gt,
-  Ge,
-  LogicalAnd,
-  LogicalOr,
-  BitAnd,
-  BitOr,
-  BitXor,
-  Remainder,
-  Fmod
+#define TD_X(name, family, kind, rule, api) kind,
+  TD_BINARY_OPS(TD_X)
+#undef TD_X
 };
 // Comparisons and logical ops: their result is bool.
-inline bool is_predicate(BinaryKind kind) {
+constexpr bool is_predicate(BinaryKind kind) {
   switch (kind) {
-    case BinaryKind::Eq:
-    case BinaryKind::Ne:
-    case BinaryKind::Lt:
-    case BinaryKind::Le:
-    case BinaryKind::Gt:
-    case BinaryKind::Ge:
-    case BinaryKind::LogicalAnd:
-    case BinaryKind::LogicalOr:
-      return true;
-    default:
-      return false;
+#define TD_X(name, family, k, rule, api) \
+  case BinaryKind::k:                    \
+    return std::string_view(#rule) == "Compare";
+    TD_BINARY_OPS(TD_X)
+#undef TD_X
   }
+  return false;
 }
 
 enum class ReduceKind { Sum, Mean, Var, Std, Amax, Amin, Argmax, Argmin };

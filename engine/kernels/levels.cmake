@@ -50,11 +50,14 @@ elseif(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
   td_kernel_objects(avx2 -march=x86-64-v3 ${private_statics})
   td_kernel_objects(avx512 -march=x86-64-v4 ${TD_GCC12_AVX512_FLAGS} ${private_statics})
   target_compile_definitions(td PRIVATE TD_ISA_MULTI)
+  # GNU ld: --force-group-allocation (which lld lacks, clang's CMAKE_LINKER) dissolves the COMDAT
+  # groups so that objcopy can make their symbols private
+  find_program(TD_GNU_LD NAMES ld.bfd ld REQUIRED)
   foreach(level baseline avx2 avx512)
     set(merged ${CMAKE_CURRENT_BINARY_DIR}/td_kernels_${level}.o)
     string(LENGTH "isa_${level}" len)
     add_custom_command(OUTPUT ${merged}
-      COMMAND ${CMAKE_LINKER} -r --force-group-allocation -o ${merged}.all
+      COMMAND ${TD_GNU_LD} -r --force-group-allocation -o ${merged}.all
               $<TARGET_OBJECTS:td_kernels_${level}>
       COMMAND ${CMAKE_OBJCOPY} -w --keep-global-symbol=_ZN2td7kernels${len}isa_${level}*
               ${merged}.all ${merged}

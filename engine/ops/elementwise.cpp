@@ -24,22 +24,6 @@ const Tensor& only_input(const char* op, std::span<const Tensor> in, size_t n = 
   return in[0];
 }
 
-// Float ops compute in float32 for integer and bool inputs.
-std::vector<Tensor> float_unary(const char* op, UnaryKind kind, std::span<const Tensor> in) {
-  const Tensor& x = only_input(op, in);
-  DType out = is_floating(x.dtype()) ? x.dtype() : DType::Float32;
-  return {kernels::unary(kind, x, out)};
-}
-
-// Sign-aware ops keep the dtype and reject bool, as PyTorch does.
-std::vector<Tensor> same_unary(const char* op, UnaryKind kind, std::span<const Tensor> in) {
-  const Tensor& x = only_input(op, in);
-  if (x.dtype() == DType::Bool)
-    throw_bool_not_implemented(op, {x.shape()},
-                               kind == UnaryKind::Neg ? "; use logical_not to invert a mask" : "");
-  return {kernels::unary(kind, x, x.dtype())};
-}
-
 // Bitwise ops are for bool and int64 tensors: TypeError naming every operand otherwise.
 void check_bitwise(const char* op, std::span<const Tensor> in) {
   bool floating = false;
@@ -52,46 +36,75 @@ void check_bitwise(const char* op, std::span<const Tensor> in) {
   throw_error<TypeError>("[", op, "] is not implemented for floating tensors (got ", got, ")");
 }
 
-std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const Tensor> in) {
+// The dtype rules of op_list.h's element-wise lists.
+enum class UnaryRule { Float, Signed, Keep, Bool, Bitwise };
+enum class BinaryRule { Promote, Sub, Div, Pow, Mod, Compare, Bitwise };
+
+std::vector<Tensor> run_unary(const char* op, UnaryKind kind, UnaryRule rule,
+                              std::span<const Tensor> in) {
+  const Tensor& x = only_input(op, in);
+  DType out = x.dtype();
+  switch (rule) {
+    case UnaryRule::Float:
+      if (!is_floating(out)) out = DType::Float32;
+      break;
+    case UnaryRule::Signed:
+      if (out == DType::Bool)
+        throw_bool_not_implemented(op, {x.shape()},
+                                   kind == UnaryKind::Neg ? "; use logical_not to invert a mask" : "");
+      break;
+    case UnaryRule::Keep:  // sign of a bool: itself, as in torch
+      break;
+    case UnaryRule::Bool:
+      out = DType::Bool;
+      break;
+    case UnaryRule::Bitwise:
+      check_bitwise(op, in);
+      break;
+  }
+  return {kernels::unary(kind, x, out)};
+}
+
+std::vector<Tensor> run_binary(const char* op, BinaryKind kind, BinaryRule rule,
+                               std::span<const Tensor> in) {
   only_input(op, in, 2);
   const Tensor &a = in[0], &b = in[1];
   broadcast_shapes(op, a.shape(), b.shape());  // ValueError naming op
   DType compute = promote_types(a.dtype(), b.dtype());
   DType out = compute;
-  switch (kind) {
-    case BinaryKind::Div:
+  switch (rule) {
+    case BinaryRule::Promote:
+      break;
+    case BinaryRule::Div:
       if (!is_floating(compute)) compute = out = DType::Float32;
       break;
-    case BinaryKind::Sub:
+    case BinaryRule::Sub:
       // as torch: a bool operand is refused even when the other would promote it
       if (a.dtype() == DType::Bool || b.dtype() == DType::Bool)
-        throw_error<TypeError>("[sub] subtraction with a bool tensor (", dtype_name(a.dtype()),
+        throw_error<TypeError>("[", op, "] subtraction with a bool tensor (", dtype_name(a.dtype()),
                                " of shape ", shape_str(a.shape()), " and ", dtype_name(b.dtype()),
                                " of shape ", shape_str(b.shape()),
                                ") is not supported; use logical_not to invert a mask, a ^ b "
                                "(bitwise_xor) for two");
       break;
-    case BinaryKind::BitAnd:
-    case BinaryKind::BitOr:
-    case BinaryKind::BitXor:
+    case BinaryRule::Bitwise:
       check_bitwise(op, in);
       break;
-    case BinaryKind::Pow:
-    case BinaryKind::Remainder:
-    case BinaryKind::Fmod:
+    case BinaryRule::Pow:
+    case BinaryRule::Mod:
       // torch has none of these for bool (true ** true, true % true): an operand of another
       // dtype promotes it
       if (compute == DType::Bool) throw_bool_not_implemented(op, {a.shape(), b.shape()});
       // as torch: an integer division by zero is an error (a float one gives NaN)
-      if (kind != BinaryKind::Pow && !is_floating(compute)) {
+      if (rule == BinaryRule::Mod && !is_floating(compute)) {
         const std::vector<int64_t> v = b.to_vector<int64_t>();
         if (std::find(v.begin(), v.end(), 0) != v.end())
           throw_error<RuntimeError>("[", op, "] ZeroDivisionError: an integer divisor (shape ",
                                     shape_str(b.shape()), ") holds 0");
       }
       break;
-    default:
-      if (kernels::is_predicate(kind)) out = DType::Bool;
+    case BinaryRule::Compare:
+      out = DType::Bool;
       break;
   }
   return {kernels::binary(kind, a, b, compute, out)};
@@ -99,59 +112,17 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, std::span<const 
 
 }  // namespace
 
-#define TD_FLOAT_UNARY(name, kind)                                              \
+#define TD_X(name, family, kind, rule)                                          \
   std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs&) { \
-    return float_unary(#name, UnaryKind::kind, in);                             \
+    return run_unary(#name, UnaryKind::kind, UnaryRule::rule, in);               \
   }
-TD_FLOAT_UNARY(exp, Exp)
-TD_FLOAT_UNARY(log, Log)
-TD_FLOAT_UNARY(sqrt, Sqrt)
-TD_FLOAT_UNARY(rsqrt, Rsqrt)
-TD_FLOAT_UNARY(tanh, Tanh)
-TD_FLOAT_UNARY(sigmoid, Sigmoid)
-TD_FLOAT_UNARY(sin, Sin)
-TD_FLOAT_UNARY(cos, Cos)
-TD_FLOAT_UNARY(log1p, Log1p)
-TD_FLOAT_UNARY(expm1, Expm1)
-TD_FLOAT_UNARY(reciprocal, Reciprocal)
-#undef TD_FLOAT_UNARY
+TD_UNARY_OPS(TD_X)
+#undef TD_X
 
-std::vector<Tensor> neg_impl(std::span<const Tensor> in, const OpAttrs&) {
-  return same_unary("neg", UnaryKind::Neg, in);
-}
-std::vector<Tensor> abs_impl(std::span<const Tensor> in, const OpAttrs&) {
-  return same_unary("abs", UnaryKind::Abs, in);
-}
-// rounding keeps the dtype (an integer is already whole); bool is refused, as in torch
-std::vector<Tensor> floor_impl(std::span<const Tensor> in, const OpAttrs&) {
-  return same_unary("floor", UnaryKind::Floor, in);
-}
-std::vector<Tensor> ceil_impl(std::span<const Tensor> in, const OpAttrs&) {
-  return same_unary("ceil", UnaryKind::Ceil, in);
-}
-std::vector<Tensor> round_impl(std::span<const Tensor> in, const OpAttrs&) {
-  return same_unary("round", UnaryKind::Round, in);
-}
-std::vector<Tensor> sign_impl(std::span<const Tensor> in, const OpAttrs&) {
-  const Tensor& x = only_input("sign", in);
-  return {kernels::unary(UnaryKind::Sign, x, x.dtype())};  // of a bool: itself, as in torch
-}
-std::vector<Tensor> relu_impl(std::span<const Tensor> in, const OpAttrs&) {
-  return same_unary("relu", UnaryKind::Relu, in);
-}
 std::vector<Tensor> gelu_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
   check_floating("gelu", only_input("gelu", in));  // no integer promotion: torch refuses them
-  return float_unary("gelu", attrs.flag ? UnaryKind::GeluTanh : UnaryKind::Gelu, in);
+  return run_unary("gelu", attrs.flag ? UnaryKind::GeluTanh : UnaryKind::Gelu, UnaryRule::Float, in);
 }
-std::vector<Tensor> logical_not_impl(std::span<const Tensor> in, const OpAttrs&) {
-  return {kernels::unary(UnaryKind::LogicalNot, only_input("logical_not", in), DType::Bool)};
-}
-std::vector<Tensor> bitwise_not_impl(std::span<const Tensor> in, const OpAttrs&) {
-  const Tensor& x = only_input("bitwise_not", in);
-  check_bitwise("bitwise_not", in);
-  return {kernels::unary(UnaryKind::BitNot, x, x.dtype())};
-}
-
 std::vector<Tensor> clamp_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
   const Tensor& x = only_input("clamp", in);
   if (!attrs.has_min && !attrs.has_max)
@@ -172,31 +143,12 @@ std::vector<Tensor> to_dtype_impl(std::span<const Tensor> in, const OpAttrs& att
   return {out};
 }
 
-#define TD_BINARY(name, kind)                                                   \
+#define TD_X(name, family, kind, rule, api)                                     \
   std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs&) { \
-    return run_binary(#name, BinaryKind::kind, in);                             \
+    return run_binary(#name, BinaryKind::kind, BinaryRule::rule, in);            \
   }
-TD_BINARY(add, Add)
-TD_BINARY(sub, Sub)
-TD_BINARY(mul, Mul)
-TD_BINARY(div, Div)
-TD_BINARY(pow, Pow)
-TD_BINARY(maximum, Maximum)
-TD_BINARY(minimum, Minimum)
-TD_BINARY(eq, Eq)
-TD_BINARY(ne, Ne)
-TD_BINARY(lt, Lt)
-TD_BINARY(le, Le)
-TD_BINARY(gt, Gt)
-TD_BINARY(ge, Ge)
-TD_BINARY(logical_and, LogicalAnd)
-TD_BINARY(logical_or, LogicalOr)
-TD_BINARY(bitwise_and, BitAnd)
-TD_BINARY(bitwise_or, BitOr)
-TD_BINARY(bitwise_xor, BitXor)
-TD_BINARY(remainder, Remainder)
-TD_BINARY(fmod, Fmod)
-#undef TD_BINARY
+TD_BINARY_OPS(TD_X)
+#undef TD_X
 
 std::vector<Tensor> where_impl(std::span<const Tensor> in, const OpAttrs&) {
   only_input("where", in, 3);
@@ -212,28 +164,10 @@ std::vector<Tensor> where_impl(std::span<const Tensor> in, const OpAttrs&) {
 
 // ---- public functions ----
 
-#define TD_UNARY_FN(name) \
+#define TD_X(name, family, kind, rule) \
   Tensor name(const Tensor& x) { return call_op1(OpId::name, {x}, {}); }
-TD_UNARY_FN(neg)
-TD_UNARY_FN(abs)
-TD_UNARY_FN(exp)
-TD_UNARY_FN(log)
-TD_UNARY_FN(sqrt)
-TD_UNARY_FN(rsqrt)
-TD_UNARY_FN(tanh)
-TD_UNARY_FN(sigmoid)
-TD_UNARY_FN(relu)
-TD_UNARY_FN(logical_not)
-TD_UNARY_FN(sin)
-TD_UNARY_FN(cos)
-TD_UNARY_FN(log1p)
-TD_UNARY_FN(expm1)
-TD_UNARY_FN(reciprocal)
-TD_UNARY_FN(floor)
-TD_UNARY_FN(ceil)
-TD_UNARY_FN(round)
-TD_UNARY_FN(sign)
-#undef TD_UNARY_FN
+TD_UNARY_OPS(TD_X)
+#undef TD_X
 
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
   OpAttrs a;
@@ -287,25 +221,18 @@ DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>&
   return combine_tiers(dimensioned, combine_tiers(zero_dim, wrapped)).value_or(DType::Float32);
 }
 
-#define TD_BINARY_FN(name)                                               \
+// The public functions of op_list.h's binary ops, by their last column.
+#define TD_BINARY_FN_Own(name)                                           \
   Tensor name(const Tensor& a, const Tensor& b) {                        \
     return call_op1(OpId::name, {tier_cast(a, b), tier_cast(b, a)}, {}); \
-  }                                                                      \
-  Tensor name(const Tensor& a, Scalar b) { return name(a, wrap_scalar(b, a)); }
-TD_BINARY_FN(add)
-TD_BINARY_FN(mul)
-TD_BINARY_FN(div)
-TD_BINARY_FN(maximum)
-TD_BINARY_FN(remainder)
-TD_BINARY_FN(fmod)
-TD_BINARY_FN(minimum)
-TD_BINARY_FN(eq)
-TD_BINARY_FN(ne)
-TD_BINARY_FN(lt)
-TD_BINARY_FN(le)
-TD_BINARY_FN(gt)
-TD_BINARY_FN(ge)
-#undef TD_BINARY_FN
+  }
+#define TD_BINARY_FN_Scalar(name) \
+  TD_BINARY_FN_Own(name) Tensor name(const Tensor& a, Scalar b) { return name(a, wrap_scalar(b, a)); }
+#define TD_BINARY_FN_Plain(name) \
+  Tensor name(const Tensor& a, const Tensor& b) { return call_op1(OpId::name, {a, b}, {}); }
+#define TD_X(name, family, kind, rule, api) TD_BINARY_FN_##api(name)
+TD_BINARY_OPS(TD_X)
+#undef TD_X
 
 void impl::check_sub_scalar(const char* op, const Tensor& t, Scalar s) {
   if (s.is_bool())
@@ -315,17 +242,11 @@ void impl::check_sub_scalar(const char* op, const Tensor& t, Scalar s) {
                            ") is not supported; use logical_not to invert a mask");
 }
 
-Tensor sub(const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::sub, {tier_cast(a, b), tier_cast(b, a)}, {});
-}
 Tensor sub(const Tensor& a, Scalar b) {
   impl::check_sub_scalar("sub", a, b);
   return sub(a, wrap_scalar(b, a));
 }
 
-Tensor pow(const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::pow, {tier_cast(a, b), tier_cast(b, a)}, {});
-}
 // As PyTorch: an integral tensor to a negative integral scalar power raises (it would truncate to
 // 0); a tensor of exponents takes integer powers (2 ** -1 == 0, 1 ** -2 == 1, -1 ** -1 == -1).
 Tensor pow(const Tensor& a, Scalar b) {
@@ -358,12 +279,6 @@ Tensor pow(const Tensor& a, Scalar b) {
 }
 Tensor pow(Scalar a, const Tensor& b) { return pow(wrap_scalar(a, b), b); }
 
-Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::logical_and, {a, b}, {});
-}
-Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::logical_or, {a, b}, {});
-}
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return call_op1(OpId::where, {cond, tier_cast(a, b), tier_cast(b, a)}, {});
 }
@@ -388,16 +303,6 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b) {
   return where(cond, wrap(a), wrap(b));
 }
 
-Tensor bitwise_and(const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::bitwise_and, {a, b}, {});
-}
-Tensor bitwise_or(const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::bitwise_or, {a, b}, {});
-}
-Tensor bitwise_xor(const Tensor& a, const Tensor& b) {
-  return call_op1(OpId::bitwise_xor, {a, b}, {});
-}
-Tensor bitwise_not(const Tensor& x) { return call_op1(OpId::bitwise_not, {x}, {}); }
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

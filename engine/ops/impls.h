@@ -6,7 +6,7 @@
 #include "engine/dispatch.h"
 
 namespace td::impl {
-#define TD_X(name, family) \
+#define TD_X(name, family, ...) \
   std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs& attrs);
 TD_OPS(TD_X)
 #undef TD_X

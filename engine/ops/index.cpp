@@ -10,7 +10,7 @@ namespace {
 
 void check_index_dtype(const char* op, const Tensor& index) {
   if (index.dtype() != DType::Int64)
-    throw_error<TypeError>("[", op, "] index must be int64, got ", index.dtype(), " of shape ",
+    throw_error<TypeError>("[", op, "] index must be int64, got ", index.dtype(), " of ", shape_word(), " ",
                            index.shape());
 }
 
@@ -27,7 +27,7 @@ void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim) 
 void check_scalar_index_select(const Shape& index) {
   if (shape_numel(index) != 1)
     throw_error<IndexError>("[index_select] a 0-d input takes exactly one index (the result is ",
-                            "0-d), got index of shape ", index);
+                            "0-d), got index of ", shape_word(), " ", index);
 }
 
 std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs& a) {
@@ -35,7 +35,7 @@ std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs&
   const Tensor& index = in[1];
   check_index_dtype("index_select", index);
   if (index.dim() > 1)
-    throw_error<ValueError>("[index_select] index must be 1-D, got shape ", index.shape());
+    throw_error<ValueError>("[index_select] index must be 1-D, got ", shape_word(), " ", index.shape());
   if (x.dim() == 0) {
     // as torch: dim 0 / -1 of a 0-d input has size 1, and the result is 0-d again
     normalize_dim("index_select", a.dim, 0);
@@ -73,8 +73,8 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
   check_index_dtype("gather", index);
   // as torch, a 0-d input or index counts as 1-D of size 1: gather(5, 0, [0, 0]) is [5, 5]
   if (std::max<int64_t>(index.dim(), 1) != std::max<int64_t>(x.dim(), 1))
-    throw_error<ValueError>("[gather] index of shape ", index.shape(),
-                            " must have as many dims as input of shape ", x.shape());
+    throw_error<ValueError>("[gather] index of ", shape_word(), " ", index.shape(),
+                            " must have as many dims as input of ", shape_word(), " ", x.shape());
   if (x.dim() != index.dim()) {
     normalize_dim("gather", a.dim, x.dim());
     const Tensor flat[] = {x.reshape({x.numel()}), index.reshape({index.numel()})};
@@ -86,8 +86,8 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const int64_t dim = normalize_dim("gather", a.dim, nd);
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim && index.size(d) > x.size(d))
-      throw_error<ValueError>("[gather] index of shape ", index.shape(),
-                              " is larger than input of shape ", x.shape(), " at dim ", d);
+      throw_error<ValueError>("[gather] index of ", shape_word(), " ", index.shape(),
+                              " is larger than input of ", shape_word(), " ", x.shape(), " at dim ", d);
   Tensor out = Tensor::empty(index.shape(), x.dtype());
   count_kernel(KernelKind::Other);
   if (out.numel() == 0) return {out};

@@ -24,7 +24,8 @@ void check_writable(const char* op, const Tensor& self) {
   if (self.numel() == 0) return;
   for (int64_t d = 0; d < self.dim(); ++d)
     if (self.shape()[d] > 1 && self.strides()[d] == 0)
-      throw_error<RuntimeError>("[", op, "] ", impl::kExpandedWrite, " of shape ", self.shape(),
+      throw_error<ExpandedWriteError>("[", op, "] cannot write into an expanded tensor of shape ",
+                                      self.shape(),
                                 " (several elements share one memory location); "
                                 "clone it first");
 }
@@ -71,7 +72,7 @@ void check_no_partial_overlap(const char* op, const Tensor& self, const Tensor& 
 // What an in-place binary op needs of self: other broadcasts to it, the op's result type casts
 // to its dtype, every element has its own memory, and other is self or does not overlap it.
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
-  impl::check_broadcasts_to(op, self.shape(), other.shape(), "shape");
+  impl::check_broadcasts_to(op, self.shape(), other.shape(), shape_word());
   if (!can_cast(result, self.dtype()))
     throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
                            " can't be cast to the desired output type ", dtype_name(self.dtype()));
@@ -111,7 +112,7 @@ std::vector<Tensor> mul__impl(std::span<const Tensor> in, const OpAttrs&) {
 std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
   const Tensor& self = in[0];
   Tensor src = in[1];
-  check_broadcasts_to("copy_", self.shape(), src.shape(), "shape");
+  check_broadcasts_to("copy_", self.shape(), src.shape(), shape_word());
   check_writable("copy_", self);
   check_no_partial_overlap("copy_", self, src);
   if (src.shares_storage(self) && !src.is_same(self)) src = src.clone();

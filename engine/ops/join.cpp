@@ -64,7 +64,7 @@ void check_stack(std::span<const Shape> shapes, const char* kind) {
 }
 
 std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
-  const int64_t dim = check_cat(shapes_of(in), a.dim, "shape");
+  const int64_t dim = check_cat(shapes_of(in), a.dim, shape_word());
   DType dtype = in[0].dtype();
   Shape shape{0};  // all skipped
   bool joined = false;
@@ -90,7 +90,7 @@ std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
 }
 
 std::vector<Tensor> stack_impl(std::span<const Tensor> in, const OpAttrs& a) {
-  check_stack(shapes_of(in), "shape");
+  check_stack(shapes_of(in), shape_word());
   const int64_t dim = normalize_insert_dim("stack", a.dim, in[0].dim());
   std::vector<Tensor> parts;
   parts.reserve(in.size());
@@ -118,7 +118,7 @@ int64_t check_split(const Shape& x, int64_t dim, const IntList& sizes, const cha
 
 std::vector<Tensor> split_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
-  return split_views(x, a.sizes, check_split(x.shape(), a.dim, a.sizes, "shape"));
+  return split_views(x, a.sizes, check_split(x.shape(), a.dim, a.sizes, shape_word()));
 }
 
 }  // namespace impl
@@ -166,7 +166,7 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   // PyTorch: chunks of ceil(size / chunks); an empty dim gives `chunks` empty pieces.
   if (size == 0) {
     if (chunks > static_cast<int64_t>(IntList::max_size()))
-      throw_error<RuntimeError>("[chunk] cannot return ", chunks, " empty pieces of shape ",
+      throw_error<RuntimeError>("[chunk] cannot return ", chunks, " empty pieces of ", shape_word(), " ",
                                 x.shape(), " (too many)");
     return split(x, IntList(chunks, 0), dim);
   }

@@ -7,7 +7,7 @@ namespace td {
 namespace {
 
 [[noreturn]] void mismatch(const Tensor& a, const Tensor& b) {
-  throw_error<ValueError>("[matmul] shapes ", a.shape(), " and ", b.shape(),
+  throw_error<ValueError>("[matmul] ", shapes_word(), " ", a.shape(), " and ", b.shape(),
                           " cannot be multiplied");
 }
 
@@ -86,9 +86,9 @@ std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
   if (in.size() != 2) throw_error<ValueError>("[matmul] expects 2 inputs, got ", in.size());
   const Tensor &a0 = in[0], &b0 = in[1];
   if (a0.dim() == 0 || b0.dim() == 0)
-    throw_error<ValueError>("[matmul] both arguments need at least 1 dim, got shapes ", a0.shape(),
+    throw_error<ValueError>("[matmul] both arguments need at least 1 dim, got ", shapes_word(), " ", a0.shape(),
                             " and ", b0.shape());
-  DType t = gemm_dtype("matmul", a0.dtype(), b0.dtype(), "shape", a0.shape(), b0.shape());
+  DType t = gemm_dtype("matmul", a0.dtype(), b0.dtype(), shape_word(), a0.shape(), b0.shape());
   Tensor a = a0.to(t), b = b0.to(t);
   if (a.dim() == 1 && b.dim() == 1) {
     if (a.size(0) != b.size(0)) mismatch(a0, b0);
@@ -117,7 +117,7 @@ std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const Tensor& x0 = in[0];
   const Tensor& w0 = in[1];
   const Tensor b0 = in.size() > 2 ? in[2] : Tensor();
-  const DType t = check_linear("shape", x0.shape(), x0.dtype(), w0.shape(), w0.dtype(),
+  const DType t = check_linear(shape_word(), x0.shape(), x0.dtype(), w0.shape(), w0.dtype(),
                                b0.defined() ? &b0.shape() : nullptr,
                                b0.defined() ? b0.dtype() : x0.dtype());
   Tensor x = x0.to(t), w = w0.to(t), b = b0.defined() ? b0.to(t) : Tensor();
@@ -143,23 +143,23 @@ namespace {
 // not depend on the layout, so td refuses every 3-D one).
 Tensor vector_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (!x.defined() || x.dim() == 0 || x.size(-1) != weight.size(0))
-    throw_linear_mismatch("shape", x.defined() ? x.shape() : Shape{}, weight.shape());
-  impl::gemm_dtype("linear", x.dtype(), weight.dtype(), "shape", x.shape(), weight.shape());
+    throw_linear_mismatch(shape_word(), x.defined() ? x.shape() : Shape{}, weight.shape());
+  impl::gemm_dtype("linear", x.dtype(), weight.dtype(), shape_word(), x.shape(), weight.shape());
   Tensor y = matmul(x, weight);
   if (!bias.defined()) return y;
   if (x.dim() == 2 || x.dim() == 3)
     throw_error<ValueError>(
         "[linear] a 1-D weight takes a bias only with an input of 1 or at "
-        "least 4 dims (as in torch), got input of shape ",
+        "least 4 dims (as in torch), got input of ", shape_word(), " ",
         x.shape(), ", weight of shape ", weight.shape(), " and bias of shape ", bias.shape());
   if (broadcast_shapes("linear", y.shape(), bias.shape()) != y.shape())
     throw_error<ValueError>(
-        "[linear] bias of shape ", bias.shape(), " does not broadcast to the output of shape ",
+        "[linear] bias of ", shape_word(), " ", bias.shape(), " does not broadcast to the output of ", shape_word(), " ",
         y.shape(), " (input of shape ", x.shape(), ", 1-D weight of shape ", weight.shape(), ")");
   if (is_floating(bias.dtype()) && !is_floating(y.dtype()))
     throw_error<TypeError>("[linear] bias of dtype ", dtype_name(bias.dtype()),
                            " can't be added in place to the ", dtype_name(y.dtype()),
-                           " output of input of shape ", x.shape(), " and 1-D weight of shape ",
+                           " output of input of ", shape_word(), " ", x.shape(), " and 1-D weight of ", shape_word(), " ",
                            weight.shape());
   return add(y, bias).to(y.dtype());
 }

@@ -24,7 +24,7 @@ void impl::check_floating(const char* op, const Shape& x, DType t, const char* w
 }
 
 void impl::check_floating(const char* op, const Tensor& x) {
-  check_floating(op, x.shape(), x.dtype(), "shape");
+  check_floating(op, x.shape(), x.dtype(), shape_word());
 }
 
 void impl::check_same_dtype(const char* op, const Tensor& x, const Tensor& t, const char* what) {
@@ -442,7 +442,7 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
   const Tensor& x = in[0];
   Tensor x4 = as_4d(op, x);
   check_floating(op, x);
-  PoolGeom g = pool_geom(op, "shape", x.shape(), a, is_max);
+  PoolGeom g = pool_geom(op, shape_word(), x.shape(), a, is_max);
   Tensor out = Tensor::empty({g.n, g.c, g.oh, g.ow}, x.dtype());
   const bool with_indices = is_max && a.with_indices;
   Tensor idx = with_indices ? Tensor::empty(out.shape(), DType::Int64) : Tensor();
@@ -519,7 +519,7 @@ std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a
     if (stacked && t->defined() && t->shape() != stacked_ns)
       throw_error<ValueError>("[layer_norm] weight or bias of shape ", t->shape(),
                               " is not one per set (", stacked_ns, ")");
-  check_layer_norm("shape", x.shape(), ns, stacked ? nullptr : shape_or_null(w),
+  check_layer_norm(shape_word(), x.shape(), ns, stacked ? nullptr : shape_or_null(w),
                    stacked ? nullptr : shape_or_null(b));
   if (stacked && (x.dim() == 0 || x.size(0) != sets))
     throw_error<ValueError>("[layer_norm] input of shape ", x.shape(), " is not ", sets, " sets");
@@ -544,7 +544,7 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   const Tensor w = opt_input(in, 3), b = opt_input(in, 4);
   const bool training = a.training;
   const double momentum = a.alpha, eps = a.beta;
-  check_batch_norm("shape", x.shape(), shape_or_null(rm), shape_or_null(rv), shape_or_null(w),
+  check_batch_norm(shape_word(), x.shape(), shape_or_null(rm), shape_or_null(rv), shape_or_null(w),
                    shape_or_null(b), training);
   check_floating("batch_norm", x);
   const int64_t c = x.size(1);
@@ -666,7 +666,7 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
   Shape ws = w.shape(), bs = b.defined() ? b.shape() : Shape{};
   ws[0] /= sets;
   if (b.defined() && b.dim() == 1) bs[0] /= sets;
-  const ConvGeom g = conv_geom("shape", x.shape(), ws, b.defined() ? &bs : nullptr, a);
+  const ConvGeom g = conv_geom(shape_word(), x.shape(), ws, b.defined() ? &bs : nullptr, a);
   const int64_t ckk = (g.cin / g.groups) * g.kh * g.kw, l = g.n * g.oh * g.ow;
   const int64_t og = g.cout / g.groups;
 
@@ -721,7 +721,7 @@ std::vector<Tensor> embedding_impl(std::span<const Tensor> in, const OpAttrs&) {
   const int64_t e = w.size(0), d = w.size(1);
   std::vector<int64_t> ids = idx.to_vector<int64_t>();
   for (int64_t v : ids)
-    if (v < 0 || v >= e) throw_embedding_index(v, "shape", w.shape());
+    if (v < 0 || v >= e) throw_embedding_index(v, shape_word(), w.shape());
   Shape shape = idx.shape();
   shape.push_back(d);
   Tensor out = Tensor::empty(shape, w.dtype());

@@ -82,14 +82,14 @@ namespace {
 
 std::vector<Tensor> run_reduce(OpId op, std::span<const Tensor> in, const OpAttrs& attrs) {
   const Tensor& x = single(op_name(op), in);
-  const IntList dims = check_reduce(op, x.shape(), x.dtype(), attrs.dims, "shape");
+  const IntList dims = check_reduce(op, x.shape(), x.dtype(), attrs.dims, shape_word());
   return {kernels::reduce(reduce_kind(op), x, dims, attrs.keepdim, attrs.flag)};
 }
 
 std::vector<Tensor> run_softmax(const char* op, std::span<const Tensor> in, const OpAttrs& attrs,
                                 bool log) {
   const Tensor& x = single(op, in);
-  check_floating(op, x.shape(), x.dtype(), "shape");
+  check_floating(op, x.shape(), x.dtype(), shape_word());
   int64_t dim = normalize_dim(op, attrs.dim, x.dim());
   if (x.dim() == 0) return {kernels::softmax(x.reshape({1}), 0, log).reshape({})};
   return {kernels::softmax(x, dim, log)};
@@ -166,13 +166,13 @@ Tensor any(const Tensor& x, const IntList& dims, bool keepdim) {
 }
 Tensor max(const Tensor& x) {
   if (x.numel() == 0)
-    throw_error<ValueError>("[max] of an empty tensor (shape ", x.shape(),
+    throw_error<ValueError>("[max] of an empty tensor (", shape_word(), " ", x.shape(),
                             "): give the dim to reduce");
   return amax(x);
 }
 Tensor min(const Tensor& x) {
   if (x.numel() == 0)
-    throw_error<ValueError>("[min] of an empty tensor (shape ", x.shape(),
+    throw_error<ValueError>("[min] of an empty tensor (", shape_word(), " ", x.shape(),
                             "): give the dim to reduce");
   return amin(x);
 }
@@ -183,7 +183,7 @@ std::tuple<Tensor, Tensor> max_or_min(bool is_max, const Tensor& x, int64_t dim,
   const char* op = is_max ? "max" : "min";
   const IntList d = impl::reduce_dims(op, {dim}, x.dim());  // none for a 0-d x (dim 0 or -1)
   if (!d.empty() && x.size(d[0]) == 0)
-    throw_error<ValueError>("[", op, "] cannot reduce over dim ", d[0], " of size 0 (input shape ",
+    throw_error<ValueError>("[", op, "] cannot reduce over dim ", d[0], " of size 0 (input ", shape_word(), " ",
                             x.shape(), ")");
   const Tensor xi = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
   if (is_max) return {amax(x, IntList{dim}, keepdim), argmax(xi, dim, keepdim)};

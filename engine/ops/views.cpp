@@ -54,7 +54,7 @@ Tensor copy_contiguous(const Tensor& x) {
 Tensor view_as(const Tensor& x, const Shape& requested, const char* op, bool allow_copy) {
   Shape s = infer_size(op, requested, x.numel());
   if (auto st = view_strides(x.shape(), x.strides(), s)) return make_view(x, s, *st, x.offset());
-  if (!allow_copy) impl::throw_view_strides(requested, x.shape(), x.strides(), "shape");
+  if (!allow_copy) impl::throw_view_strides(requested, x.shape(), x.strides(), shape_word());
   Tensor c = copy_contiguous(x);
   return make_view(c, s, contiguous_strides(s), 0);
 }
@@ -76,7 +76,7 @@ std::vector<Tensor> permute_impl(std::span<const Tensor> in, const OpAttrs& a) {
   int64_t n = x.dim();
   if (static_cast<int64_t>(a.dims.size()) != n)
     throw_error<ValueError>("[permute] got ", a.dims.size(), " dims ", a.dims,
-                            " for a tensor of shape ", x.shape());
+                            " for a tensor of ", shape_word(), " ", x.shape());
   Shape s(n);
   Strides st(n);
   std::vector<bool> seen(n, false);
@@ -164,7 +164,7 @@ Shape expand_shape(const Shape& x, const Shape& req, const char* kind) {
 
 std::vector<Tensor> expand_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
-  const Shape s = expand_shape(x.shape(), a.sizes, "shape");
+  const Shape s = expand_shape(x.shape(), a.sizes, shape_word());
   const int64_t n = static_cast<int64_t>(s.size()), lead = n - x.dim();
   Strides st(n);  // new leading dims and grown ones read one element again and again
   for (int64_t i = lead; i < n; ++i)
@@ -184,7 +184,7 @@ int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kin
 
 std::vector<Tensor> select_impl(std::span<const Tensor> in, const OpAttrs& a) {
   const Tensor& x = in[0];
-  const int64_t d = check_select(x.shape(), a.dim, a.start, "shape");
+  const int64_t d = check_select(x.shape(), a.dim, a.start, shape_word());
   int64_t n = x.shape()[d], i = a.start;
   if (i < 0) i += n;
   Shape s = x.shape();
@@ -222,7 +222,7 @@ std::vector<Tensor> flatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
   int64_t s1 = normalize_dim("flatten", a.dim2, x.dim());
   if (s0 > s1)
     throw_error<ValueError>("[flatten] start_dim ", a.dim, " comes after end_dim ", a.dim2,
-                            " for shape ", x.shape());
+                            " for ", shape_word(), " ", x.shape());
   Shape s(x.shape().begin(), x.shape().begin() + s0);
   s.push_back(checked_numel("flatten", Shape(x.shape().begin() + s0, x.shape().begin() + s1 + 1)));
   s.insert(s.end(), x.shape().begin() + s1 + 1, x.shape().end());

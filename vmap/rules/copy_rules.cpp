@@ -13,9 +13,6 @@ std::vector<Batched> copy_rule(const RuleContext& ctx, std::span<const Batched> 
 
 }  // namespace
 
-void register_copy_rules() {
-  set_batch_rule(OpId::contiguous, copy_rule);
-  set_batch_rule(OpId::clone, copy_rule);
-}
+void register_copy_rules() { set_family_rule(OpFamily::Copy, copy_rule); }
 
 }  // namespace td::rules

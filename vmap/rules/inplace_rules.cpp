@@ -45,9 +45,6 @@ std::vector<Batched> inplace_rule(const RuleContext& ctx, std::span<const Batche
 
 }  // namespace
 
-void register_inplace_rules() {
-  for (OpId op : {OpId::add_, OpId::mul_, OpId::copy_, OpId::fill_})
-    set_batch_rule(op, inplace_rule);
-}
+void register_inplace_rules() { set_family_rule(OpFamily::InPlace, inplace_rule); }
 
 }  // namespace td::rules

@@ -31,9 +31,6 @@ std::vector<Batched> pool_rule(const RuleContext& ctx, std::span<const Batched> 
 
 }  // namespace
 
-void register_pool_rules() {
-  set_batch_rule(OpId::max_pool2d, pool_rule);
-  set_batch_rule(OpId::avg_pool2d, pool_rule);
-}
+void register_pool_rules() { set_family_rule(OpFamily::Pool, pool_rule); }
 
 }  // namespace td::rules

@@ -59,11 +59,8 @@ std::vector<Batched> softmax_rule(const RuleContext& ctx, std::span<const Batche
 }  // namespace
 
 void register_reduce_rules() {
-  for (OpId op : {OpId::sum, OpId::mean, OpId::var, OpId::std, OpId::amax, OpId::amin, OpId::argmax,
-                  OpId::argmin})
-    set_batch_rule(op, reduce_rule);
-  set_batch_rule(OpId::softmax, softmax_rule);
-  set_batch_rule(OpId::log_softmax, softmax_rule);
+  set_family_rule(OpFamily::Reduce, reduce_rule);
+  set_family_rule(OpFamily::Softmax, softmax_rule);
 }
 
 }  // namespace td::rules

@@ -67,23 +67,9 @@ Shape per_set_shape(const Batched& b) {
   return s;
 }
 
-void rethrow_per_set(const RuleContext& ctx, std::span<const Batched> in, const OpAttrs& attrs) {
-  int64_t batch = 0;
-  for (const auto& b : in)
-    if (b.bdim) batch = b.value.size(*b.bdim);
-  std::vector<Tensor> args(in.size());
-  for (int64_t i = 0; i < batch; ++i) {
-    for (size_t k = 0; k < in.size(); ++k)
-      args[k] = in[k].bdim ? in[k].value.select(*in[k].bdim, i) : in[k].value;
-    (void)call_op(ctx.op, args, attrs);
-  }
-  throw;
-}
-
-bool any_batched(std::span<const Batched> in) {
-  for (const auto& b : in)
-    if (b.bdim) return true;
-  return false;
+void set_family_rule(OpFamily f, BatchRule rule) {
+  for (int i = 0; i < static_cast<int>(OpId::kNumBuiltin); ++i)
+    if (op_info(static_cast<OpId>(i)).family == f) set_batch_rule(static_cast<OpId>(i), rule);
 }
 
 Tensor offset_indices(const char* op, const Tensor& idx_front, int64_t table_size,

@@ -47,13 +47,8 @@ class OptShape {
   Shape shape_;
   bool present_;
 };
-// Called from a catch block when an op failed on the stacked operands: runs it set by set, so
-// that the first set that fails throws its own error, naming per-set shapes as an unbatched call
-// would; if every set passes (the stacking's own failure), rethrows the error being handled.
-[[noreturn]] void rethrow_per_set(const RuleContext& ctx, std::span<const Batched> in,
-                                  const OpAttrs& attrs);
-// True if any input is batched at this level.
-bool any_batched(std::span<const Batched> in);
+// Sets rule for every built-in op of family f.
+void set_family_rule(OpFamily f, BatchRule rule);
 // Adds offsets arange(B) * table_size (shaped [B, 1, ..]) to bdim-front indices [B, *], after
 // checking that each index lies in [0, table_size) (an out-of-range index would silently read
 // another set's table otherwise): out_of_range(index) throws the op's IndexError, naming the

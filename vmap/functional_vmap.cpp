@@ -114,25 +114,18 @@ std::optional<Tensor> first_tensor(const Value& v) {
 }
 
 // Gives every Tensor leaf the leading dims batch_size (unflattening dim 0).
-Value unflatten_outputs(const Value& v, const Shape& batch_size) {
-  if (v.is_tensordict()) {
-    const TensorDict& td = v.tensordict();
+struct OutputUnflattener {
+  const Shape& batch_size;
+  Value leaf(const Value& v) { return v.is_tensor() ? v.tensor().unflatten(0, batch_size) : v; }
+  Value tensordict(const TensorDict& td) {
     Shape bs = batch_size;
     bs.insert(bs.end(), td.batch_size().begin() + 1, td.batch_size().end());
     return td.apply([&](const Tensor& t) { return t.unflatten(0, batch_size); }, bs);
   }
-  if (v.is_list()) {
-    ValueList out;
-    for (const auto& e : v.list()) out.push_back(unflatten_outputs(e, batch_size));
-    return out;
-  }
-  if (v.is_dict()) {
-    ValueDict out;
-    for (const auto& [k, e] : v.dict().items()) out.set(k, unflatten_outputs(e, batch_size));
-    return out;
-  }
-  if (v.is_tensor()) return v.tensor().unflatten(0, batch_size);
-  return v;
+};
+Value unflatten_outputs(const Value& v, const Shape& batch_size) {
+  OutputUnflattener unflatten{batch_size};
+  return walk_value(v, unflatten);
 }
 
 // A number or string the module returned cannot carry the sets along a dim, in the loop (for
@@ -143,60 +136,49 @@ Value unflatten_outputs(const Value& v, const Shape& batch_size) {
       v.kind_name(), where);
 }
 
-// Stacks per-set outputs of equal structure along a new dim 0.
+// Stacks per-set outputs of equal structure along a new dim 0: walks the first set's output
+// with every set's node at the same place in `nodes`.
+struct OutputStacker {
+  std::vector<const Value*> nodes;
+  Value leaf(const Value& first) {
+    if (first.is_tensor()) {
+      std::vector<Tensor> ts;
+      for (const Value* o : nodes) ts.push_back(o->tensor());
+      return stack(ts, 0);
+    }
+    if (first.is_tensordict()) {
+      std::vector<TensorDict> tds;
+      for (const Value* o : nodes) tds.push_back(o->tensordict());
+      return TensorDict::stack(tds, 0);
+    }
+    if (first.is_none()) return first;
+    throw_non_tensor_output(first, " for set 0");
+  }
+  template <class Walk>
+  Value child(const Value&, size_t i, const std::string* key, const Walk& walk) {
+    std::vector<const Value*> parents = nodes;
+    for (const Value*& o : nodes) o = key ? &o->dict().at(*key) : &o->list().at(i);
+    Value out = walk();
+    nodes = std::move(parents);
+    return out;
+  }
+};
 Value stack_outputs(const std::vector<Value>& outs) {
-  const Value& first = outs.front();
-  if (first.is_tensor()) {
-    std::vector<Tensor> ts;
-    for (const auto& o : outs) ts.push_back(o.tensor());
-    return stack(ts, 0);
-  }
-  if (first.is_tensordict()) {
-    std::vector<TensorDict> tds;
-    for (const auto& o : outs) tds.push_back(o.tensordict());
-    return TensorDict::stack(tds, 0);
-  }
-  if (first.is_list()) {
-    ValueList out;
-    for (size_t i = 0; i < first.list().size(); ++i) {
-      std::vector<Value> parts;
-      for (const auto& o : outs) parts.push_back(o.list().at(i));
-      out.push_back(stack_outputs(parts));
-    }
-    return out;
-  }
-  if (first.is_dict()) {
-    ValueDict out;
-    for (const auto& [k, _] : first.dict().items()) {
-      std::vector<Value> parts;
-      for (const auto& o : outs) parts.push_back(o.dict().at(k));
-      out.set(k, stack_outputs(parts));
-    }
-    return out;
-  }
-  if (first.is_none()) return first;
-  throw_non_tensor_output(first, " for set 0");
+  OutputStacker stacker;
+  for (const Value& o : outs) stacker.nodes.push_back(&o);
+  return walk_value(outs.front(), stacker);
 }
 
 // Said before vmap's own message, which would suggest an out_dims that functional_vmap does not
 // have.
-void check_tensor_outputs(const Value& v) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::List:
-      for (const auto& e : v.list()) check_tensor_outputs(e);
-      return;
-    case Value::Kind::Dict:
-      for (const auto& [k, e] : v.dict().items()) check_tensor_outputs(e);
-      return;
-    case Value::Kind::Bool:
-    case Value::Kind::Int:
-    case Value::Kind::Double:
-    case Value::Kind::String:
-      throw_non_tensor_output(v, "");
-    default:
-      return;
+struct TensorOutputCheck {
+  void leaf(const Value& v) {
+    if (!v.is_none() && !v.is_tensor() && !v.is_tensordict()) throw_non_tensor_output(v, "");
   }
+};
+void check_tensor_outputs(const Value& v) {
+  TensorOutputCheck check;
+  walk_value(v, check);
 }
 
 Value call(const Module& module, const std::string& method, const ValueList& args,

@@ -1,10 +1,9 @@
 #include "vmap/functional_vmap.h"
 
 #include <algorithm>
-#include <iterator>
 #include <string>
 #include <string_view>
-#include <typeindex>
+#include <typeinfo>
 
 #include "engine/batching.h"
 #include "engine/limits.h"
@@ -12,7 +11,6 @@
 #include "engine/ops/impls.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
-#include "modules/modules.h"
 #include "vmap/rules/rules.h"
 #include "vmap/transform.h"
 
@@ -307,33 +305,13 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
   return stack_outputs(outs);
 }
 
-// Whether blocks of sets may run through the module at once: only td's own modules, of exactly
-// their type, whose forward keeps no state of its own (a user's module, or one deriving from
-// td's, may). A module missing here is only never run concurrently.
-bool own_modules_only(const Module& m) {
-  static const std::type_index kOwn[] = {typeid(Linear),
-                                         typeid(Identity),
-                                         typeid(ReLU),
-                                         typeid(GELU),
-                                         typeid(Tanh),
-                                         typeid(Sigmoid),
-                                         typeid(Softmax),
-                                         typeid(LogSoftmax),
-                                         typeid(Flatten),
-                                         typeid(Dropout),
-                                         typeid(Sequential),
-                                         typeid(Conv2d),
-                                         typeid(MaxPool2d),
-                                         typeid(AvgPool2d),
-                                         typeid(Embedding),
-                                         typeid(LayerNorm),
-                                         typeid(BatchNorm1d),
-                                         typeid(BatchNorm2d),
-                                         typeid(MultiheadAttention)};
-  if (std::find(std::begin(kOwn), std::end(kOwn), std::type_index(typeid(m))) == std::end(kOwn))
-    return false;
+// Whether blocks of sets may run through the module at once: every module of the tree
+// declares its exact class safe (Module::concurrent_forward_class).
+bool forward_runs_concurrently(const Module& m) {
+  const std::type_info* safe = m.concurrent_forward_class();
+  if (safe == nullptr || *safe != typeid(m)) return false;
   for (const auto& c : m.children())
-    if (!own_modules_only(*c)) return false;
+    if (!forward_runs_concurrently(*c)) return false;
   return true;
 }
 
@@ -417,7 +395,7 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   }
   if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads) ||
       in_vmap() || ParameterOverride::any_active() || method != "forward" ||
-      !own_modules_only(module))  // the tree walk last
+      !forward_runs_concurrently(module))  // the tree walk last
     return {};
   int64_t best = (batch + threads - 1) / threads;
   if (mid) {

@@ -1,6 +1,6 @@
 #pragma once
 // nn::functional_vmap: calls a module once per set of stacked parameters, in one batched call.
-// The C++ form of tensordict.nn.functional_vmap (see functional_vmap.md).
+// The C++ form of PyTorch tensordict's tensordict.nn.functional_vmap.
 #include <cstdint>
 #include <map>
 #include <optional>

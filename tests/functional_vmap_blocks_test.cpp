@@ -190,23 +190,31 @@ TEST_CASE("with threads, chunk_size and loop give the same bits when the BLAS ru
 }
 
 namespace {
-// A user's module: its forward counts its calls and the threads they came from.
+// A user's module: its forward counts its calls, the threads they came from and the thread count
+// its ops see. It may declare its forward safe to run on several threads at once: then inside a
+// block of sets run at once its ops see one thread (the block's ops run serially), and it is
+// called once per block.
 struct Recorder : nn::Module {
   std::shared_ptr<nn::Linear> l1, l2;
+  bool declares;
   std::mutex m;
   std::set<std::thread::id> threads;
-  int calls = 0;
-  Recorder() {
+  int calls = 0, max_threads_seen = 0;
+  explicit Recorder(bool declares_safe = false) : declares(declares_safe) {
     l1 = register_module("l1", std::make_shared<nn::Linear>(128, 200));
     l2 = register_module("l2", std::make_shared<nn::Linear>(200, 10));
     register_method("forward", &Recorder::forward, {"input"});
   }
   std::string type_name() const override { return "Recorder"; }
+  const std::type_info* concurrent_forward_class() const override {
+    return declares ? &typeid(Recorder) : nullptr;
+  }
   Tensor forward(const Tensor& input) {
     {
       std::lock_guard<std::mutex> lock(m);
       threads.insert(std::this_thread::get_id());
       ++calls;
+      max_threads_seen = std::max(max_threads_seen, num_threads());
     }
     return l2->forward(relu(l1->forward(input)));
   }
@@ -244,32 +252,6 @@ TEST_CASE("two threads: a user's module is never called from several threads") {
 }
 
 namespace {
-// A user's module that may declare its forward safe to run on several threads at once. It
-// records its calls and the thread count its ops see: inside a block of sets run at once they
-// see one thread (the block's ops run serially) and it is called once per block; otherwise it
-// is called once, with the two threads set.
-struct Probe : nn::Module {
-  std::shared_ptr<nn::Linear> l1, l2;
-  bool declares;
-  std::mutex m;
-  int calls = 0, max_threads_seen = 0;
-  explicit Probe(bool declares_safe) : declares(declares_safe) {
-    l1 = register_module("l1", std::make_shared<nn::Linear>(128, 200));
-    l2 = register_module("l2", std::make_shared<nn::Linear>(200, 10));
-    register_method("forward", &Probe::forward, {"input"});
-  }
-  const std::type_info* concurrent_forward_class() const override {
-    return declares ? &typeid(Probe) : nullptr;
-  }
-  Tensor forward(const Tensor& input) {
-    {
-      std::lock_guard<std::mutex> lock(m);
-      ++calls;
-      max_threads_seen = std::max(max_threads_seen, num_threads());
-    }
-    return l2->forward(relu(l1->forward(input)));
-  }
-};
 // A user's class derived from td's Sequential, which declares itself: the declaration does not
 // pass to the derived class.
 struct DerivedSequential : nn::Sequential {
@@ -285,8 +267,8 @@ TEST_CASE("two threads: blocks run at once only through modules whose exact clas
   const Tensor x = randn({64, 128});
   auto run = [&](const std::function<std::shared_ptr<nn::Module>()>& make) {
     auto nets = ensemble(24, make);
-    auto probe = std::dynamic_pointer_cast<Probe>(nets[0]);
-    if (!probe) probe = std::dynamic_pointer_cast<Probe>(nets[0]->children()[0]);
+    auto probe = std::dynamic_pointer_cast<Recorder>(nets[0]);
+    if (!probe) probe = std::dynamic_pointer_cast<Recorder>(nets[0]->children()[0]);
     REQUIRE(probe);
     const TensorDict params = TensorDict::from_modules(nets);
     Threads t(2);
@@ -299,21 +281,21 @@ TEST_CASE("two threads: blocks run at once only through modules whose exact clas
     return [=] {
       using Container = typename decltype(tag)::type;
       return std::make_shared<Container>(
-          std::vector<std::shared_ptr<nn::Module>>{std::make_shared<Probe>(declares)});
+          std::vector<std::shared_ptr<nn::Module>>{std::make_shared<Recorder>(declares)});
     };
   };
   const std::type_identity<nn::Sequential> sequential;
   const std::type_identity<DerivedSequential> derived;
   // a user's module that declares itself: in blocks, alone and inside td's Sequential
   for (const Make& make :
-       {Make([] { return std::make_shared<Probe>(true); }), in(sequential, true)}) {
+       {Make([] { return std::make_shared<Recorder>(true); }), in(sequential, true)}) {
     auto probe = run(make);
     CHECK(probe->calls > 1);
     CHECK(probe->max_threads_seen == 1);
   }
   // one that does not, or the declaring one inside a class derived from Sequential: called
   // once, on the caller's two threads
-  for (const Make& make : {Make([] { return std::make_shared<Probe>(false); }),
+  for (const Make& make : {Make([] { return std::make_shared<Recorder>(false); }),
                            in(sequential, false), in(derived, true)}) {
     auto probe = run(make);
     CHECK(probe->calls == 1);

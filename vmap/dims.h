@@ -123,10 +123,10 @@ struct DimsZipper {
   template <class Walk>
   ZipDimsResult<F> container(const Value& v, const Walk& children) {
     if (!d->is_dim()) {
-      const bool fits = v.is_list() ? d->kind() == Dims::Kind::List &&
-                                          d->list().size() == v.list().size()
-                                    : d->kind() == Dims::Kind::Dict &&
-                                          d->dict().size() == v.dict().items().size();
+      const bool fits =
+          v.is_list()
+              ? d->kind() == Dims::Kind::List && d->list().size() == v.list().size()
+              : d->kind() == Dims::Kind::Dict && d->dict().size() == v.dict().items().size();
       if (!fits) throw_dims_mismatch(v, *d, *path);
     }
     return children();

@@ -221,8 +221,8 @@ struct Recorder : nn::Module {
 };
 }  // namespace
 
-// Blocks of sets run at once only through td's own modules: a user's module (which may keep
-// state, as this one does) is called once, on the caller's thread, also inside a Sequential.
+// Blocks of sets run at once only through modules that declare it: a user's module (which may
+// keep state, as this one does) is called once, on the caller's thread, also inside a Sequential.
 TEST_CASE("two threads: a user's module is never called from several threads") {
   manual_seed(12);
   std::vector<std::shared_ptr<Recorder>> recs;

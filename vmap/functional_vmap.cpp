@@ -335,8 +335,8 @@ struct Blocks {
 // More threads: blocks of sets run at once, one per thread at a time, instead of every op
 // splitting its sets across the threads and waiting for the slowest at each op; cache-sized
 // blocks for mid-sized sets, one block per thread for small ones. Only outside any vmap or
-// parameter override (the workers see neither), for forward through td's own modules, for sets
-// under half the block (larger ones have GEMMs big enough to thread themselves), and with work
+// parameter override (the workers see neither), for forward through modules that declare it, for
+// sets under half the block (larger ones have GEMMs big enough to thread themselves), and with work
 // enough per thread.
 Blocks auto_blocks(const Module& module, const std::string& method, const TensorDict& flat,
                    int64_t batch, const ValueList& args, const ValueDict& kwargs,

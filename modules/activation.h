@@ -8,6 +8,7 @@ namespace td::nn {
 
 class ReLU : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(ReLU); }
   ReLU();
   Tensor forward(const Tensor& input);
 };
@@ -15,6 +16,7 @@ class ReLU : public Module {
 // approximate: "none" (erf) or "tanh" (ValueError otherwise).
 class GELU : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(GELU); }
   explicit GELU(std::string approximate = "none");
   Tensor forward(const Tensor& input);
   std::string approximate;
@@ -25,18 +27,21 @@ class GELU : public Module {
 
 class Tanh : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Tanh); }
   Tanh();
   Tensor forward(const Tensor& input);
 };
 
 class Sigmoid : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Sigmoid); }
   Sigmoid();
   Tensor forward(const Tensor& input);
 };
 
 class Softmax : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Softmax); }
   explicit Softmax(int64_t dim);
   Tensor forward(const Tensor& input);
   int64_t dim;
@@ -47,6 +52,7 @@ class Softmax : public Module {
 
 class LogSoftmax : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(LogSoftmax); }
   explicit LogSoftmax(int64_t dim);
   Tensor forward(const Tensor& input);
   int64_t dim;
@@ -58,6 +64,7 @@ class LogSoftmax : public Module {
 // Flattens dims start_dim..end_dim.
 class Flatten : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Flatten); }
   explicit Flatten(int64_t start_dim = 1, int64_t end_dim = -1);
   Tensor forward(const Tensor& input);
   int64_t start_dim, end_dim;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "engine/ops.h"
+#include "modules/init.h"
 
 namespace td::nn {
 
@@ -28,7 +29,7 @@ MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, double p, bool with
     throw_error<ValueError>("[MultiheadAttention] dropout must be between 0 and 1, got ", p);
   auto xavier_uniform = [](int64_t rows, int64_t cols) {
     const double bound = std::sqrt(6.0 / static_cast<double>(rows + cols));
-    return rand({rows, cols}) * (2 * bound) - bound;
+    return uniform_init({rows, cols}, bound);
   };
   if (kdim == e && vdim == e) {
     in_proj_weight = register_parameter("in_proj_weight", xavier_uniform(3 * e, e));

@@ -18,6 +18,9 @@ namespace td::nn {
 // S], attn_mask [L, S] or [N * num_heads, L, S].
 class MultiheadAttention : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override {
+    return &typeid(MultiheadAttention);
+  }
   MultiheadAttention(int64_t embed_dim, int64_t num_heads, double dropout = 0.0, bool bias = true,
                      bool batch_first = false, bool add_bias_kv = false, bool add_zero_attn = false,
                      std::optional<int64_t> kdim = std::nullopt,

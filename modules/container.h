@@ -10,6 +10,7 @@ namespace td::nn {
 
 class Sequential : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Sequential); }
   Sequential();
   Sequential(std::initializer_list<std::shared_ptr<Module>> modules);
   explicit Sequential(const std::vector<std::shared_ptr<Module>>& modules);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "engine/ops.h"
+#include "modules/init.h"
 
 namespace td::nn {
 
@@ -50,8 +51,8 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, i
         "padding non-negative");
   const int64_t fan_in = checked_numel("Conv2d", {in / g, k.h, k.w});
   double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
-  weight = register_parameter("weight", rand({out, in / g, k.h, k.w}) * (2 * bound) - bound);
-  if (with_bias) bias = register_parameter("bias", rand({out}) * (2 * bound) - bound);
+  weight = register_parameter("weight", uniform_init({out, in / g, k.h, k.w}, bound));
+  if (with_bias) bias = register_parameter("bias", uniform_init({out}, bound));
   register_method("forward", &Conv2d::forward, {"input"});
 }
 

@@ -32,6 +32,7 @@ struct Padding2 : Size2 {
 // padding_mode: "zeros", "reflect", "replicate" or "circular", as PyTorch's.
 class Conv2d : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Conv2d); }
   Conv2d(int64_t in_channels, int64_t out_channels, Size2 kernel_size, Size2 stride = 1,
          Padding2 padding = 0, Size2 dilation = 1, int64_t groups = 1, bool bias = true,
          std::string padding_mode = "zeros");

@@ -6,6 +6,7 @@ namespace td::nn {
 
 class Dropout : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Dropout); }
   explicit Dropout(double p = 0.5);  // ValueError unless 0 <= p <= 1
   Tensor forward(const Tensor& input);
   double p;

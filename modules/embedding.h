@@ -8,6 +8,7 @@ namespace td::nn {
 
 class Embedding : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Embedding); }
   // padding_idx (negative counts from the end) starts as a zero row; without autograd that is
   // all it changes: the row is looked up as any other.
   Embedding(int64_t num_embeddings, int64_t embedding_dim,

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <type_traits>
+#include <typeinfo>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -96,6 +97,12 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual std::string type_name() const;
   // type_name(), computed once (after construction) and cached.
   const std::string& cached_type_name() const;
+  // The class whose forward may run on several threads at once, each thread under its own
+  // ParameterOverride (functional_vmap runs blocks of sets so): a forward that keeps no state
+  // beyond its parameters and buffers. td's modules name their own class; the default, none, is
+  // the safe answer. It must be the module's exact class: one derived from td's (which may add
+  // state) is not covered unless it names itself.
+  virtual const std::type_info* concurrent_forward_class() const { return nullptr; }
 
   // Registration (ValueError for an empty name, a name with a dot, or a duplicate).
   Param register_parameter(const std::string& name, Tensor t);

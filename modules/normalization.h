@@ -7,6 +7,7 @@ namespace td::nn {
 // Normalises over the trailing normalized_shape dims; weight ones, bias zeros.
 class LayerNorm : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(LayerNorm); }
   explicit LayerNorm(Shape normalized_shape, double eps = 1e-5, bool elementwise_affine = true);
   explicit LayerNorm(int64_t normalized_shape, double eps = 1e-5, bool elementwise_affine = true)
       : LayerNorm(Shape{normalized_shape}, eps, elementwise_affine) {}
@@ -43,6 +44,7 @@ class BatchNormBase : public Module {
 // Input [N, C] or [N, C, L].
 class BatchNorm1d : public BatchNormBase {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(BatchNorm1d); }
   explicit BatchNorm1d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true, bool track_running_stats = true)
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}
@@ -54,6 +56,7 @@ class BatchNorm1d : public BatchNormBase {
 // Input [N, C, H, W].
 class BatchNorm2d : public BatchNormBase {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(BatchNorm2d); }
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true, bool track_running_stats = true)
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}

@@ -11,6 +11,7 @@ namespace td::nn {
 // torch's; the C++ forward() returns the output only.
 class MaxPool2d : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(MaxPool2d); }
   explicit MaxPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                      Size2 padding = 0, Size2 dilation = 1, bool ceil_mode = false,
                      bool return_indices = false);
@@ -27,6 +28,7 @@ class MaxPool2d : public Module {
 // stride defaults to kernel_size; the options as avg_pool2d's.
 class AvgPool2d : public Module {
  public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(AvgPool2d); }
   explicit AvgPool2d(Size2 kernel_size, std::optional<Size2> stride = std::nullopt,
                      Size2 padding = 0, bool ceil_mode = false, bool count_include_pad = true,
                      std::optional<int64_t> divisor_override = std::nullopt);

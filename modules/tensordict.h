@@ -65,7 +65,7 @@ class TensorDict {
   TensorDict apply(const std::function<Tensor(const Tensor&)>& f, Shape new_batch_size) const;
   TensorDict clone() const;
 
-  // ---- modules ----
+  // ---- modules (module_params.cpp) ----
   using FromModulesOptions = td::FromModulesOptions;
   // The parameters and buffers of m, nested by submodule, sharing their storage; submodules
   // holding none have no entry.
@@ -99,8 +99,8 @@ class TensorDict {
 
   // ---- safetensors files ----
   void save_safetensors(const std::string& path) const;
-  // Dotted keys become nesting; batch_size is given, or inferred as the longest leading shape
-  // shared by every leaf when `infer_batch_dims` is -1... (see docs in tensordict.cpp).
+  // Dotted keys become nesting. An empty batch_size takes the one td saved in the file's
+  // metadata (td.batch_size), if any.
   static TensorDict load_safetensors(const std::string& path, Shape batch_size = {});
 
  private:

@@ -190,116 +190,108 @@ void print_str(std::ostream& os, const std::string& s) {
   os << q;
 }
 
-// The lists and dicts being printed on this thread, innermost last: one that holds itself
-// prints as [...] or {...}, as Python's repr.
-thread_local std::vector<const void*> g_printing;
-struct Printing {
-  explicit Printing(const void* p) { g_printing.push_back(p); }
-  ~Printing() { g_printing.pop_back(); }
-  static bool active(const void* p) {
-    return std::find(g_printing.begin(), g_printing.end(), p) != g_printing.end();
+// Python's repr of a Value tree. A list or dict met again inside itself prints as [...] or
+// {...}, as Python's repr.
+struct Printer {
+  std::ostream& os;
+  std::vector<const void*> printing;  // the lists and dicts being printed, innermost last
+
+  void leaf(const Value& v) {
+    switch (v.kind()) {
+      case Value::Kind::None:
+        os << "None";
+        break;
+      case Value::Kind::Bool:
+        os << (v.to_bool() ? "True" : "False");
+        break;
+      case Value::Kind::Int:
+        os << v.to_int();
+        break;
+      case Value::Kind::Double:
+        os << repr_double(v.to_double());
+        break;
+      case Value::Kind::String:
+        print_str(os, v.str());
+        break;
+      case Value::Kind::Tensor:
+        os << v.tensor();
+        break;
+      default:  // a TensorDict (lists and dicts are containers)
+        os << v.tensordict();
+        break;
+    }
+  }
+  template <class Walk>
+  void container(const Value& v, const Walk& children) {
+    const void* p = v.is_list() ? static_cast<const void*>(&v.list()) : &v.dict();
+    if (std::find(printing.begin(), printing.end(), p) != printing.end()) {
+      os << (v.is_list() ? "[...]" : "{...}");
+      return;
+    }
+    printing.push_back(p);
+    os << (v.is_list() ? "[" : "{");
+    children();
+    os << (v.is_list() ? "]" : "}");
+    printing.pop_back();
+  }
+  template <class Walk>
+  void child(const Value&, size_t i, const std::string* key, const Walk& walk) {
+    if (i) os << ", ";
+    if (key) {
+      print_str(os, *key);
+      os << ": ";
+    }
+    walk();
   }
 };
 }  // namespace
 
 std::ostream& operator<<(std::ostream& os, const Value& v) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::None:
-      return os << "None";
-    case Value::Kind::Bool:
-      return os << (v.to_bool() ? "True" : "False");
-    case Value::Kind::Int:
-      return os << v.to_int();
-    case Value::Kind::Double:
-      return os << repr_double(v.to_double());
-    case Value::Kind::String:
-      print_str(os, v.str());
-      return os;
-    case Value::Kind::Tensor:
-      return os << v.tensor();
-    case Value::Kind::TensorDict:
-      return os << v.tensordict();
-    case Value::Kind::List: {
-      const auto& l = v.list();
-      if (Printing::active(&l)) return os << "[...]";
-      const Printing guard(&l);
-      os << "[";
-      for (size_t i = 0; i < l.size(); ++i) os << (i ? ", " : "") << l[i];
-      return os << "]";
-    }
-    case Value::Kind::Dict: {
-      if (Printing::active(&v.dict())) return os << "{...}";
-      const Printing guard(&v.dict());
-      os << "{";
-      bool first = true;
-      for (const auto& [k, x] : v.dict().items()) {
-        if (!first) os << ", ";
-        first = false;
-        print_str(os, k);
-        os << ": " << x;
-      }
-      return os << "}";
-    }
-  }
+  Printer printer{os, {}};
+  walk_value(v, printer);
   return os;
 }
 
-Value map_tensors(const Value& v, const std::function<Tensor(const Tensor&)>& f) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::Tensor:
-      return Value(f(v.tensor()));
-    case Value::Kind::TensorDict: {
-      const TensorDict& d = v.tensordict();
-      // Keep the batch size when every new leaf still has it, else fall back to [].
-      auto leaves = d.leaves();
-      std::vector<std::pair<std::string, Tensor>> mapped;
-      bool keep = true;
-      for (auto& [k, t] : leaves) {
-        Tensor r = f(t);
-        if (r.dim() < d.batch_dims() ||
-            !std::equal(d.batch_size().begin(), d.batch_size().end(), r.shape().begin()))
-          keep = false;
-        mapped.emplace_back(k, std::move(r));
-      }
-      TensorDict out(keep ? d.batch_size() : Shape{});
-      for (auto& [k, t] : mapped) out.set(k, t);
-      return Value(std::move(out));
+namespace {
+// Every Tensor leaf, TensorDicts' included, through f.
+struct TensorMapper {
+  const std::function<Tensor(const Tensor&)>& f;
+  Value leaf(const Value& v) { return v.is_tensor() ? Value(f(v.tensor())) : v; }
+  Value tensordict(const TensorDict& d) {
+    // keep the batch size when every new leaf still has it, else fall back to []
+    std::vector<std::pair<std::string, Tensor>> mapped;
+    bool keep = true;
+    for (auto& [k, t] : d.leaves()) {
+      Tensor r = f(t);
+      if (r.dim() < d.batch_dims() ||
+          !std::equal(d.batch_size().begin(), d.batch_size().end(), r.shape().begin()))
+        keep = false;
+      mapped.emplace_back(k, std::move(r));
     }
-    case Value::Kind::List: {
-      ValueList out;
-      for (const auto& x : v.list()) out.push_back(map_tensors(x, f));
-      return Value(std::move(out));
-    }
-    case Value::Kind::Dict: {
-      ValueDict out;
-      for (const auto& [k, x] : v.dict().items()) out.set(k, map_tensors(x, f));
-      return Value(std::move(out));
-    }
-    default:
-      return v;
+    TensorDict out(keep ? d.batch_size() : Shape{});
+    for (auto& [k, t] : mapped) out.set(k, t);
+    return Value(std::move(out));
   }
+};
+struct TensorVisitor {
+  const std::function<void(const Tensor&)>& f;
+  void leaf(const Value& v) {
+    if (v.is_tensor()) f(v.tensor());
+  }
+  void tensordict(const TensorDict& d) {
+    for (const auto& [k, t] : d.leaves()) f(t);
+  }
+};
+}  // namespace
+
+Value map_tensors(const Value& v, const std::function<Tensor(const Tensor&)>& f) {
+  TensorMapper mapper{f};
+  return walk_value(v, mapper);
 }
 
 void for_each_tensor(const Value& v, const std::function<void(const Tensor&)>& f) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::Tensor:
-      f(v.tensor());
-      break;
-    case Value::Kind::TensorDict:
-      for (const auto& [k, t] : v.tensordict().leaves()) f(t);
-      break;
-    case Value::Kind::List:
-      for (const auto& x : v.list()) for_each_tensor(x, f);
-      break;
-    case Value::Kind::Dict:
-      for (const auto& [k, x] : v.dict().items()) for_each_tensor(x, f);
-      break;
-    default:
-      break;
-  }
+  TensorVisitor visitor{f};
+  walk_value(v, visitor);
 }
 
 }  // namespace td

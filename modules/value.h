@@ -127,8 +127,92 @@ std::ostream& operator<<(std::ostream& os, const Value& v);
 // A double as Python's repr writes it: 0.1, 1.0, 1e-05, 1e+16, 10000000000.0, nan, -inf.
 std::string repr_double(double d);
 
+// ---- walking a Value tree ----
+//
+// walk_value is the one recursion over lists and dicts: every walk of a Value goes through it,
+// so every one has the depth guard. It goes depth first, in order, and calls on the visitor:
+//   R leaf(const Value& x)                  every node that is not a list or dict (required)
+//   R tensordict(const TensorDict& d)       a TensorDict node, in place of leaf (optional)
+//   R container(const Value& v, Walk&& children)
+//                                           a list or dict: children() walks its entries
+//                                           (optional; checks v, or skips it by not calling)
+//   R child(const Value& parent, size_t index, const std::string* key, Walk&& walk)
+//                                           one entry (key: a dict's, else nullptr); walk()
+//                                           walks it (optional; carries state along the walk)
+// R is Value (the walk rebuilds v from the leaves' results) or void (it only visits).
+template <class V>
+using WalkResult = decltype(std::declval<V&>().leaf(std::declval<const Value&>()));
+
+template <class V>
+WalkResult<V> walk_value(const Value& v, V& visitor);
+
+namespace detail {
+template <class V>
+struct WalkEntry {  // walks one entry of a list or dict
+  const Value& x;
+  V& visitor;
+  WalkResult<V> operator()() const { return walk_value(x, visitor); }
+};
+template <class V>
+struct WalkEntries {  // walks every entry of a list or dict, rebuilding it when R is Value
+  const Value& v;
+  V& visitor;
+  WalkResult<V> operator()() const;
+};
+template <class V>
+WalkResult<V> walk_entry(V& visitor, const Value& parent, size_t i, const std::string* key,
+                         const Value& x) {
+  if constexpr (requires(WalkEntry<V> w) { visitor.child(parent, i, key, w); })
+    return visitor.child(parent, i, key, WalkEntry<V>{x, visitor});
+  else
+    return walk_value(x, visitor);
+}
+template <class V>
+WalkResult<V> WalkEntries<V>::operator()() const {
+  constexpr bool rebuild = !std::is_void_v<WalkResult<V>>;
+  if (v.is_list()) {
+    [[maybe_unused]] ValueList out;
+    const ValueList& l = v.list();
+    for (size_t i = 0; i < l.size(); ++i) {
+      if constexpr (rebuild)
+        out.push_back(walk_entry(visitor, v, i, nullptr, l[i]));
+      else
+        walk_entry(visitor, v, i, nullptr, l[i]);
+    }
+    if constexpr (rebuild) return Value(std::move(out));
+  } else {
+    [[maybe_unused]] ValueDict out;
+    const auto& items = v.dict().items();
+    for (size_t i = 0; i < items.size(); ++i) {
+      const auto& [k, x] = items[i];
+      if constexpr (rebuild)
+        out.set(k, walk_entry(visitor, v, i, &k, x));
+      else
+        walk_entry(visitor, v, i, &k, x);
+    }
+    if constexpr (rebuild) return Value(std::move(out));
+  }
+}
+}  // namespace detail
+
+template <class V>
+WalkResult<V> walk_value(const Value& v, V& visitor) {
+  const ValueDepthGuard depth;
+  if (v.is_list() || v.is_dict()) {
+    const detail::WalkEntries<V> children{v, visitor};
+    if constexpr (requires { visitor.container(v, children); })
+      return visitor.container(v, children);
+    else
+      return children();
+  }
+  if constexpr (requires { visitor.tensordict(v.tensordict()); })
+    if (v.is_tensordict()) return visitor.tensordict(v.tensordict());
+  return visitor.leaf(v);
+}
+
 // Applies f to every Tensor leaf (inside lists, dicts and TensorDicts), rebuilding the same
-// structure; a TensorDict's batch size is recomputed by the caller-supplied rule (if any).
+// structure; a TensorDict keeps its batch size when every new leaf still starts with it, else
+// gets [].
 Value map_tensors(const Value& v, const std::function<Tensor(const Tensor&)>& f);
 // Calls f on every Tensor leaf in order.
 void for_each_tensor(const Value& v, const std::function<void(const Tensor&)>& f);

@@ -212,3 +212,51 @@ TEST_CASE("walking a list that holds itself is a ValueError, not a stack overflo
   CHECK(leaves == 1);
   CHECK(map_tensors(l, id).list().size() == 1);
 }
+
+namespace {
+// A tensor inside `levels` lists, one in the other.
+Value nested(int levels, const Tensor& t) {
+  Value v = t;
+  for (int i = 0; i < levels; ++i) v = Value(ValueList{v});
+  return v;
+}
+}  // namespace
+
+// A finite tree (no cycle) deeper than ValueDepthGuard allows is refused by every public entry
+// that walks Values, inputs and outputs alike; one level less is walked.
+TEST_CASE("a Value nested deeper than the limit is a ValueError in every walk") {
+  const int limit = ValueDepthGuard::kMaxDepth;
+  const Value deep = nested(limit, zeros({3}));
+  const char* what = "levels deep";
+  auto id = [](const Tensor& t) { return t; };
+  check_throws_mentioning<ValueError>([&] { repr(deep); }, what);
+  check_throws_mentioning<ValueError>([&] { map_tensors(deep, id); }, what);
+  check_throws_mentioning<ValueError>([&] { for_each_tensor(deep, [](const Tensor&) {}); }, what);
+  // vmap: an input, and an output
+  check_throws_mentioning<ValueError>([&] { vmap([](Value v) { return v; })(deep); }, what);
+  check_throws_mentioning<ValueError>(
+      [&] {
+        vmap([&](Tensor t) { return nested(limit, t); })(zeros({2, 3}));
+      },
+      what);
+  // functional_vmap: an input split into sets, and an output, batched and in a loop
+  auto identity = std::make_shared<nn::Identity>();
+  const TensorDict sets(Shape{3});
+  check_throws_mentioning<ValueError>(
+      [&] {
+        nn::functional_vmap(
+            *identity, {.params = sets, .kwargs = {{"input", deep}}, .in_dims = {{"input", 0}}});
+      },
+      what);
+  for (bool loop : {false, true}) {
+    CAPTURE(loop);
+    check_throws_mentioning<ValueError>(
+        [&] { nn::functional_vmap(*identity, {.params = sets, .args = {deep}, .loop = loop}); },
+        what);
+  }
+  // one level less is walked
+  const Value fits = nested(limit - 2, zeros({3}));
+  CHECK(repr(fits).size() > 0);
+  CHECK(map_tensors(fits, id).is_list());
+  CHECK(vmap([](Value v) { return v; })(fits).is_list());
+}

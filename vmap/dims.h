@@ -107,50 +107,60 @@ using ZipDimsResult = std::conditional_t<
                                         std::optional<int64_t>, const DimsPath&, bool>>,
     void, Value>;
 
+namespace detail {
+// zip_dims' visitor: carries the dims and path of the node being walked.
+template <class F>
+struct DimsZipper {
+  F& leaf_fn;
+  const Dims* d;
+  const DimsPath* path;
+  bool named;
+
+  ZipDimsResult<F> leaf(const Value& v) {
+    if (!d->is_dim()) throw_dims_mismatch(v, *d, *path);
+    return leaf_fn(v, d->dim(), *path, named);
+  }
+  template <class Walk>
+  ZipDimsResult<F> container(const Value& v, const Walk& children) {
+    if (!d->is_dim()) {
+      const bool fits =
+          v.is_list()
+              ? d->kind() == Dims::Kind::List && d->list().size() == v.list().size()
+              : d->kind() == Dims::Kind::Dict && d->dict().size() == v.dict().items().size();
+      if (!fits) throw_dims_mismatch(v, *d, *path);
+    }
+    return children();
+  }
+  template <class Walk>
+  ZipDimsResult<F> child(const Value& parent, size_t i, const std::string* key, const Walk& walk) {
+    const Dims* const pd = d;
+    const DimsPath* const ppath = path;
+    const bool pnamed = named;
+    const DimsPath p{path, i, key};
+    // a dim given for the list or dict spreads to its entries, which it does not name
+    const bool spread = pd->is_dim();
+    const Dims* dk = spread ? pd : key ? pd->find(*key) : &pd->list()[i];
+    if (!dk) throw_dims_mismatch(parent, *pd, *ppath);
+    d = dk;
+    path = &p;
+    named = !spread;
+    struct Restore {  // the parent's state for its next entry
+      DimsZipper& z;
+      const Dims* d;
+      const DimsPath* path;
+      bool named;
+      ~Restore() { z.d = d, z.path = path, z.named = named; }
+    } restore{*this, pd, ppath, pnamed};
+    return walk();
+  }
+};
+}  // namespace detail
+
 template <class F>
 ZipDimsResult<F> zip_dims(const Value& v, const Dims& d, const DimsPath& path, F&& leaf,
                           bool named = true) {
-  constexpr bool rebuild = !std::is_void_v<ZipDimsResult<F>>;
-  const ValueDepthGuard depth;
-  const bool spread = d.is_dim();
-  if (v.is_list()) {
-    if (!spread && (d.kind() != Dims::Kind::List || d.list().size() != v.list().size()))
-      throw_dims_mismatch(v, d, path);
-    [[maybe_unused]] ValueList out;
-    for (size_t i = 0; i < v.list().size(); ++i) {
-      const DimsPath p{&path, i};
-      const Dims& di = spread ? d : d.list()[i];
-      if constexpr (rebuild)
-        out.push_back(zip_dims(v.list()[i], di, p, leaf, !spread));
-      else
-        zip_dims(v.list()[i], di, p, leaf, !spread);
-    }
-    if constexpr (rebuild)
-      return Value(std::move(out));
-    else
-      return;
-  }
-  if (v.is_dict()) {
-    const auto& items = v.dict().items();
-    if (!spread && (d.kind() != Dims::Kind::Dict || d.dict().size() != items.size()))
-      throw_dims_mismatch(v, d, path);
-    [[maybe_unused]] ValueDict out;
-    for (const auto& [k, x] : items) {
-      const DimsPath p{&path, 0, &k};
-      const Dims* dk = spread ? &d : d.find(k);
-      if (!dk) throw_dims_mismatch(v, d, path);
-      if constexpr (rebuild)
-        out.set(k, zip_dims(x, *dk, p, leaf, !spread));
-      else
-        zip_dims(x, *dk, p, leaf, !spread);
-    }
-    if constexpr (rebuild)
-      return Value(std::move(out));
-    else
-      return;
-  }
-  if (!spread) throw_dims_mismatch(v, d, path);
-  return leaf(v, d.dim(), path, named);
+  detail::DimsZipper<std::remove_reference_t<F>> zipper{leaf, &d, &path, named};
+  return walk_value(v, zipper);
 }
 
 }  // namespace td

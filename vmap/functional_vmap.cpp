@@ -1,10 +1,9 @@
 #include "vmap/functional_vmap.h"
 
 #include <algorithm>
-#include <iterator>
 #include <string>
 #include <string_view>
-#include <typeindex>
+#include <typeinfo>
 
 #include "engine/batching.h"
 #include "engine/limits.h"
@@ -12,7 +11,6 @@
 #include "engine/ops/impls.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
-#include "modules/modules.h"
 #include "vmap/rules/rules.h"
 #include "vmap/transform.h"
 
@@ -114,25 +112,18 @@ std::optional<Tensor> first_tensor(const Value& v) {
 }
 
 // Gives every Tensor leaf the leading dims batch_size (unflattening dim 0).
-Value unflatten_outputs(const Value& v, const Shape& batch_size) {
-  if (v.is_tensordict()) {
-    const TensorDict& td = v.tensordict();
+struct OutputUnflattener {
+  const Shape& batch_size;
+  Value leaf(const Value& v) { return v.is_tensor() ? v.tensor().unflatten(0, batch_size) : v; }
+  Value tensordict(const TensorDict& td) {
     Shape bs = batch_size;
     bs.insert(bs.end(), td.batch_size().begin() + 1, td.batch_size().end());
     return td.apply([&](const Tensor& t) { return t.unflatten(0, batch_size); }, bs);
   }
-  if (v.is_list()) {
-    ValueList out;
-    for (const auto& e : v.list()) out.push_back(unflatten_outputs(e, batch_size));
-    return out;
-  }
-  if (v.is_dict()) {
-    ValueDict out;
-    for (const auto& [k, e] : v.dict().items()) out.set(k, unflatten_outputs(e, batch_size));
-    return out;
-  }
-  if (v.is_tensor()) return v.tensor().unflatten(0, batch_size);
-  return v;
+};
+Value unflatten_outputs(const Value& v, const Shape& batch_size) {
+  OutputUnflattener unflatten{batch_size};
+  return walk_value(v, unflatten);
 }
 
 // A number or string the module returned cannot carry the sets along a dim, in the loop (for
@@ -143,60 +134,49 @@ Value unflatten_outputs(const Value& v, const Shape& batch_size) {
       v.kind_name(), where);
 }
 
-// Stacks per-set outputs of equal structure along a new dim 0.
+// Stacks per-set outputs of equal structure along a new dim 0: walks the first set's output
+// with every set's node at the same place in `nodes`.
+struct OutputStacker {
+  std::vector<const Value*> nodes;
+  Value leaf(const Value& first) {
+    if (first.is_tensor()) {
+      std::vector<Tensor> ts;
+      for (const Value* o : nodes) ts.push_back(o->tensor());
+      return stack(ts, 0);
+    }
+    if (first.is_tensordict()) {
+      std::vector<TensorDict> tds;
+      for (const Value* o : nodes) tds.push_back(o->tensordict());
+      return TensorDict::stack(tds, 0);
+    }
+    if (first.is_none()) return first;
+    throw_non_tensor_output(first, " for set 0");
+  }
+  template <class Walk>
+  Value child(const Value&, size_t i, const std::string* key, const Walk& walk) {
+    std::vector<const Value*> parents = nodes;
+    for (const Value*& o : nodes) o = key ? &o->dict().at(*key) : &o->list().at(i);
+    Value out = walk();
+    nodes = std::move(parents);
+    return out;
+  }
+};
 Value stack_outputs(const std::vector<Value>& outs) {
-  const Value& first = outs.front();
-  if (first.is_tensor()) {
-    std::vector<Tensor> ts;
-    for (const auto& o : outs) ts.push_back(o.tensor());
-    return stack(ts, 0);
-  }
-  if (first.is_tensordict()) {
-    std::vector<TensorDict> tds;
-    for (const auto& o : outs) tds.push_back(o.tensordict());
-    return TensorDict::stack(tds, 0);
-  }
-  if (first.is_list()) {
-    ValueList out;
-    for (size_t i = 0; i < first.list().size(); ++i) {
-      std::vector<Value> parts;
-      for (const auto& o : outs) parts.push_back(o.list().at(i));
-      out.push_back(stack_outputs(parts));
-    }
-    return out;
-  }
-  if (first.is_dict()) {
-    ValueDict out;
-    for (const auto& [k, _] : first.dict().items()) {
-      std::vector<Value> parts;
-      for (const auto& o : outs) parts.push_back(o.dict().at(k));
-      out.set(k, stack_outputs(parts));
-    }
-    return out;
-  }
-  if (first.is_none()) return first;
-  throw_non_tensor_output(first, " for set 0");
+  OutputStacker stacker;
+  for (const Value& o : outs) stacker.nodes.push_back(&o);
+  return walk_value(outs.front(), stacker);
 }
 
 // Said before vmap's own message, which would suggest an out_dims that functional_vmap does not
 // have.
-void check_tensor_outputs(const Value& v) {
-  const ValueDepthGuard depth;
-  switch (v.kind()) {
-    case Value::Kind::List:
-      for (const auto& e : v.list()) check_tensor_outputs(e);
-      return;
-    case Value::Kind::Dict:
-      for (const auto& [k, e] : v.dict().items()) check_tensor_outputs(e);
-      return;
-    case Value::Kind::Bool:
-    case Value::Kind::Int:
-    case Value::Kind::Double:
-    case Value::Kind::String:
-      throw_non_tensor_output(v, "");
-    default:
-      return;
+struct TensorOutputCheck {
+  void leaf(const Value& v) {
+    if (!v.is_none() && !v.is_tensor() && !v.is_tensordict()) throw_non_tensor_output(v, "");
   }
+};
+void check_tensor_outputs(const Value& v) {
+  TensorOutputCheck check;
+  walk_value(v, check);
 }
 
 Value call(const Module& module, const std::string& method, const ValueList& args,
@@ -325,33 +305,13 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
   return stack_outputs(outs);
 }
 
-// Whether blocks of sets may run through the module at once: only td's own modules, of exactly
-// their type, whose forward keeps no state of its own (a user's module, or one deriving from
-// td's, may). A module missing here is only never run concurrently.
-bool own_modules_only(const Module& m) {
-  static const std::type_index kOwn[] = {typeid(Linear),
-                                         typeid(Identity),
-                                         typeid(ReLU),
-                                         typeid(GELU),
-                                         typeid(Tanh),
-                                         typeid(Sigmoid),
-                                         typeid(Softmax),
-                                         typeid(LogSoftmax),
-                                         typeid(Flatten),
-                                         typeid(Dropout),
-                                         typeid(Sequential),
-                                         typeid(Conv2d),
-                                         typeid(MaxPool2d),
-                                         typeid(AvgPool2d),
-                                         typeid(Embedding),
-                                         typeid(LayerNorm),
-                                         typeid(BatchNorm1d),
-                                         typeid(BatchNorm2d),
-                                         typeid(MultiheadAttention)};
-  if (std::find(std::begin(kOwn), std::end(kOwn), std::type_index(typeid(m))) == std::end(kOwn))
-    return false;
+// Whether blocks of sets may run through the module at once: every module of the tree
+// declares its exact class safe (Module::concurrent_forward_class).
+bool forward_runs_concurrently(const Module& m) {
+  const std::type_info* safe = m.concurrent_forward_class();
+  if (safe == nullptr || *safe != typeid(m)) return false;
   for (const auto& c : m.children())
-    if (!own_modules_only(*c)) return false;
+    if (!forward_runs_concurrently(*c)) return false;
   return true;
 }
 
@@ -375,8 +335,8 @@ struct Blocks {
 // More threads: blocks of sets run at once, one per thread at a time, instead of every op
 // splitting its sets across the threads and waiting for the slowest at each op; cache-sized
 // blocks for mid-sized sets, one block per thread for small ones. Only outside any vmap or
-// parameter override (the workers see neither), for forward through td's own modules, for sets
-// under half the block (larger ones have GEMMs big enough to thread themselves), and with work
+// parameter override (the workers see neither), for forward through modules that declare it, for
+// sets under half the block (larger ones have GEMMs big enough to thread themselves), and with work
 // enough per thread.
 Blocks auto_blocks(const Module& module, const std::string& method, const TensorDict& flat,
                    int64_t batch, const ValueList& args, const ValueDict& kwargs,
@@ -435,7 +395,7 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   }
   if (set_flops * static_cast<double>(batch) < kMinThreadFlops * static_cast<double>(threads) ||
       in_vmap() || ParameterOverride::any_active() || method != "forward" ||
-      !own_modules_only(module))  // the tree walk last
+      !forward_runs_concurrently(module))  // the tree walk last
     return {};
   int64_t best = (batch + threads - 1) / threads;
   if (mid) {

@@ -1,6 +1,6 @@
 #pragma once
 // nn::functional_vmap: calls a module once per set of stacked parameters, in one batched call.
-// The C++ form of tensordict.nn.functional_vmap (see functional_vmap.md).
+// The C++ form of PyTorch tensordict's tensordict.nn.functional_vmap.
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -30,9 +30,10 @@ struct FunctionalVmapOptions {
 // Every Tensor leaf of the result has params.batch_size() as leading dims. Never mutates the
 // module: parameters are substituted through a thread-local override. With stacked buffers in
 // training mode (BatchNorm), each set updates its own slice of them in params. With more than one
-// thread (set_num_threads) and no chunk_size, blocks of sets through td's own modules may run at
-// once on the engine's threads (a user's module is always called from the caller's thread); the
-// results are those of one thread.
+// thread (set_num_threads) and no chunk_size, blocks of sets may run at once on the engine's
+// threads where every module declares its forward safe for it (Module::concurrent_forward_class:
+// td's modules do; any other module is called from the caller's thread only); the results are
+// those of one thread.
 Value functional_vmap(const Module& module, const FunctionalVmapOptions& options);
 
 }  // namespace td::nn

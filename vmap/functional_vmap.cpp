@@ -2,13 +2,11 @@
 
 #include <algorithm>
 #include <string>
-#include <string_view>
 #include <typeinfo>
 
 #include "engine/batching.h"
 #include "engine/limits.h"
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
 #include "engine/parallel.h"
 #include "engine/random.h"
 #include "vmap/rules/rules.h"
@@ -259,8 +257,7 @@ struct SharedLeaves {
 // The batched call meets a write into a leaf every set shares as a write into an expanded
 // tensor, which cannot say which entry it was: rethrow naming the shared buffers (what modules
 // write), or every shared leaf if no buffer is one.
-void name_shared_write(const RuntimeError& e, const Module& module, const TensorDict& flat) {
-  if (std::string_view(e.what()).find(impl::kExpandedWrite) == std::string_view::npos) return;
+void name_shared_write(const ExpandedWriteError& e, const Module& module, const TensorDict& flat) {
   std::vector<std::string> keys;
   for_each_buffer(module, flat, [&](const std::string& key, const Tensor& t) {
     if (shared_by_sets(t)) keys.push_back(key);
@@ -322,21 +319,16 @@ struct Blocks {
   bool concurrent = false;
 };
 
-// One thread: evaluated layer by layer over all sets, a mid-sized ensemble's activations (mlp32:
-// 4 MiB a layer) spill from L2 between one layer and the next; in blocks of kBlockBytes of
-// parameters, or of activations where those are larger, they stay in cache (5-8% on the mlp32
-// workloads; 25-28% on 128 sets of 32-64-64-2 on 256 rows each and 64 sets of 32-128-128-4 on
-// 512 shared rows, whose activations are 2.5-3x their parameters); a set whose activations
-// alone exceed the block runs alone (64 sets of 16-128-4 on 4096 rows: 2x; convolution
-// ensembles, whose activations are estimated from the image positions and the im2col width:
-// 1.2-2x). Only where it was measured to pay: sets of at least 1/16 of the block (smaller ones,
-// as mlp256_small, gained nothing), parameters under half of it (larger ones, as mlp8_large,
-// cannot be blocked), and blocks with enough work to hide a module call's overhead.
+// One thread: layer by layer over all sets, a mid-sized ensemble's activations spill from L2
+// between one layer and the next; in blocks of kBlockBytes of parameters (or of activations,
+// where larger) they stay in cache. A set whose activations alone exceed the block runs alone.
+// Blocking pays only for sets of at least 1/16 of the block, parameters under half of it, and
+// blocks with work enough to hide a module call's overhead.
 // More threads: blocks of sets run at once, one per thread at a time, instead of every op
-// splitting its sets across the threads and waiting for the slowest at each op; cache-sized
-// blocks for mid-sized sets, one block per thread for small ones. Only outside any vmap or
-// parameter override (the workers see neither), for forward through modules that declare it, for
-// sets under half the block (larger ones have GEMMs big enough to thread themselves), and with work
+// splitting its sets across the threads and waiting for the slowest; cache-sized blocks for
+// mid-sized sets, one block per thread for small ones. Only outside any vmap or parameter
+// override (the workers see neither), for forward through modules that declare it, for sets
+// under half the block (larger ones have GEMMs big enough to thread themselves), and with work
 // enough per thread.
 Blocks auto_blocks(const Module& module, const std::string& method, const TensorDict& flat,
                    int64_t batch, const ValueList& args, const ValueDict& kwargs,
@@ -478,7 +470,7 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
       };
       try {
         out = vmap_call(f, vargs, vo, blocks.concurrent);
-      } catch (const RuntimeError& e) {
+      } catch (const ExpandedWriteError& e) {
         name_shared_write(e, module, flat);
         throw;
       }

@@ -18,10 +18,22 @@ constexpr const char* kNames[] = {"baseline", "avx2", "avx512", "native"};
 bool cpu_runs(Isa isa) {
   __builtin_cpu_init();
   switch (isa) {
+#if defined(__clang__) && __clang_major__ < 16
+    // no level names before clang 16: the levels' defining features (every CPU with them has
+    // the rest of its level: LZCNT, MOVBE, F16C)
+    case Isa::avx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+             __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+             __builtin_cpu_supports("avx512vl") && cpu_runs(Isa::avx2);
+    case Isa::avx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2");
+#else
     case Isa::avx512:
       return __builtin_cpu_supports("x86-64-v4");
     case Isa::avx2:
       return __builtin_cpu_supports("x86-64-v3");
+#endif
     default:
       return isa == Isa::baseline;
   }

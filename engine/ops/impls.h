@@ -85,9 +85,6 @@ void check_scalar_index_select(const Shape& index);
 // whose physical layouts would broadcast an operand with more dims over the batch dim.
 void check_broadcasts_to(const char* op, const Shape& self, const Shape& other, const char* kind);
 
-// The words of the RuntimeError of an in-place write into an expanded tensor (a dim of size > 1
-// with stride 0), which functional_vmap recognises to name the params entry.
-inline constexpr const char* kExpandedWrite = "cannot write into an expanded tensor";
 
 // view's RuntimeError when no view of x's (per-set, `kind`) shape and strides st has shape req.
 [[noreturn]] void throw_view_strides(const Shape& req, const Shape& x, const Strides& st,

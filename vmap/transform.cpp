@@ -201,7 +201,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   std::vector<OutCtx> cs;
   for (const auto& [start, n] : chunks) cs.push_back({0, n});
   auto run_chunk = [&](size_t k) {
-    const auto [start, n] = chunks[k];
+    const int64_t start = chunks[k].first, n = chunks[k].second;  // not a binding: clang 14 cannot capture one
     set_rng_state(saved);  // each set's draws do not depend on the chunking
     VmapLevelScope scope(n, o.randomness, start);
     const int64_t lv = scope.level();

@@ -5,6 +5,7 @@
 #include "engine/dispatch.h"
 #include "engine/ops.h"
 #include "engine/kernels/kernels.h"
+#include "engine/ops/draws.h"
 #include "engine/ops/impls.h"
 
 namespace td {

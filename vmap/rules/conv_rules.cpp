@@ -1,6 +1,6 @@
 // conv2d: fold the batch into N (batched input only) or into groups (batched weight).
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

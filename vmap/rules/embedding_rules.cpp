@@ -1,6 +1,6 @@
 // embedding(indices, weight).
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

@@ -2,7 +2,7 @@
 #include <algorithm>
 
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

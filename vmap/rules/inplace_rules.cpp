@@ -1,7 +1,7 @@
 // In-place ops: self batched at this level is written through its physical layout, each set's
 // slice by its own values; a batched value into an unbatched self is an error.
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

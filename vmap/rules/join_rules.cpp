@@ -1,6 +1,6 @@
 // cat, stack, split: unbatched inputs are expanded (stride 0) to the batch size.
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

@@ -4,7 +4,7 @@
 
 #include "engine/kernels/kernels.h"
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

@@ -1,6 +1,6 @@
 // layer_norm and batch_norm.
 #include "engine/ops.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

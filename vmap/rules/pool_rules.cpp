@@ -1,5 +1,5 @@
 // Pooling: fold the batch into N.
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

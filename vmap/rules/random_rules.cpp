@@ -3,7 +3,7 @@
 // nested levels) decompose into public ops (their composite impl) run with the level visible
 // again; dropout at one level runs the same draws in one pass per set.
 #include "engine/batching.h"
-#include "engine/ops/impls.h"
+#include "engine/ops/draws.h"
 #include "engine/random.h"
 #include "vmap/rules/rule_helpers.h"
 

@@ -1,6 +1,6 @@
 // Reductions and softmax: per-set dims shift past the front batch dim; "all dims" means all
 // per-set dims, so the batch is never reduced.
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

@@ -1,5 +1,5 @@
 // View and shape ops: with the bdim in front every per-set dim shifts by one; results stay views.
-#include "engine/ops/impls.h"
+#include "engine/ops/checks.h"
 #include "vmap/rules/rule_helpers.h"
 
 namespace td::rules {

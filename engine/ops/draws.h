@@ -1,0 +1,18 @@
+#pragma once
+// The draws of one set of a random op, shared by the random ops and their batching rule, which
+// draws set by set with each set's key.
+#include <cstdint>
+
+#include "engine/dispatch.h"
+
+namespace td::impl {
+
+// The n draws of one set of a random factory op (rand, randn or dropout_mask) into out, of
+// attrs.dtype, with (seed, stream, key): rand_impl's and friends' fill, shared with vmap's rule.
+void fill_random(OpId op, const OpAttrs& attrs, void* out, int64_t n, uint64_t seed,
+                 uint64_t stream, uint64_t key);
+// Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
+// kernel of dropout_impl, shared with vmap's dropout rule.
+void fused_dropout(const Tensor& x, const Tensor& out, double p, uint64_t stream, uint64_t key);
+
+}  // namespace td::impl

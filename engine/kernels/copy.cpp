@@ -1,6 +1,6 @@
-// Copies and casts between tensors of any strides (copy_into), and im2col's strided row copies
-// (copy_rows). A strided destination goes through an xt::adapt view (the only use of xtensor),
-// a contiguous one through the merged strided loop.
+// Copies and casts between tensors of any strides (copy_into). A strided destination goes
+// through an xt::adapt view (the only use of xtensor), a contiguous one through the merged
+// strided loop.
 #include <cstring>
 #include <type_traits>
 #include <xtensor/xadapt.hpp>
@@ -9,7 +9,6 @@
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
-#include "engine/kernels/simd.h"
 #include "engine/kernels/strided.h"
 
 namespace td::kernels::TD_ISA {
@@ -55,56 +54,6 @@ void copy_typed(const Tensor& src, const Tensor& dst) {
   xt::noalias(d) = xt::cast<D>(s);
 }
 
-#ifdef __AVX512F__
-// A register of every other element of [a, b] (even lanes), and the masks of a row's tail.
-inline __m512 evens(__m512 a, __m512 b) {
-  return _mm512_permutex2var_ps(
-      a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
-}
-inline __m512d evens(__m512d a, __m512d b) {
-  return _mm512_permutex2var_pd(a, _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), b);
-}
-inline __m512 load_masked(const float* p, uint32_t m) { return _mm512_maskz_loadu_ps(m, p); }
-inline __m512d load_masked(const double* p, uint32_t m) { return _mm512_maskz_loadu_pd(m, p); }
-inline void store_masked(float* p, uint32_t m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
-inline void store_masked(double* p, uint32_t m, __m512d v) { _mm512_mask_storeu_pd(p, m, v); }
-#endif
-
-template <class T>
-void copy_rows_typed(const T* src, int64_t src_rows, int step, T* dst, int64_t dst_rows, int64_t n,
-                     int64_t rows) {
-#ifdef __AVX512F__
-  constexpr int64_t W = 64 / sizeof(T);  // lanes
-  constexpr uint32_t all = (1u << W) - 1;
-  auto mask = [](int64_t k) { return k >= W ? all : k <= 0 ? 0u : (1u << k) - 1; };
-  // W outputs take step * (W - 1) + 1 inputs; the row's tail masked
-  const int64_t full = n / W * W, rest = n - full;
-  const uint32_t tail = mask(rest);
-  if (step == 1) {
-    for (int64_t r = 0; r < rows; ++r, src += src_rows, dst += dst_rows) {
-      for (int64_t k = 0; k < full; k += W) store_masked(dst + k, all, load_masked(src + k, all));
-      if (rest > 0) store_masked(dst + full, tail, load_masked(src + full, tail));
-    }
-    return;
-  }
-  if (step == 2) {
-    const int64_t need = 2 * rest - 1;
-    const uint32_t ma = mask(need), mb = mask(need - W);
-    for (int64_t r = 0; r < rows; ++r, src += src_rows, dst += dst_rows) {
-      for (int64_t k = 0; k < full; k += W)
-        store_masked(dst + k, all,
-                     evens(load_masked(src + 2 * k, all), load_masked(src + 2 * k + W, all >> 1)));
-      if (rest > 0)
-        store_masked(dst + full, tail,
-                     evens(load_masked(src + 2 * full, ma), load_masked(src + 2 * full + W, mb)));
-    }
-    return;
-  }
-#endif
-  for (int64_t r = 0; r < rows; ++r, src += src_rows, dst += dst_rows)
-    for (int64_t k = 0; k < n; ++k) dst[k] = src[step * k];
-}
-
 }  // namespace
 
 void copy_into(const Tensor& src, const Tensor& dst) {
@@ -117,15 +66,6 @@ void copy_into(const Tensor& src, const Tensor& dst) {
   visit_dtype(src.dtype(), [&](auto s) {
     visit_dtype(dst.dtype(), [&](auto d) { copy_typed<decltype(s), decltype(d)>(src, dst); });
   });
-}
-
-void copy_rows(const float* src, int64_t src_rows, int step, float* dst, int64_t dst_rows,
-               int64_t n, int64_t rows) {
-  copy_rows_typed(src, src_rows, step, dst, dst_rows, n, rows);
-}
-void copy_rows(const double* src, int64_t src_rows, int step, double* dst, int64_t dst_rows,
-               int64_t n, int64_t rows) {
-  copy_rows_typed(src, src_rows, step, dst, dst_rows, n, rows);
 }
 
 }  // namespace td::kernels::TD_ISA

@@ -57,8 +57,10 @@ void copy_typed(const Tensor& src, const Tensor& dst) {
 }  // namespace
 
 void copy_into(const Tensor& src, const Tensor& dst) {
-  if (src.dim() > dst.dim() || broadcast_shapes("copy_", src.shape(), dst.shape()) != dst.shape())
-    throw_error<ValueError>("[copy_] source of shape ", shape_str(src.shape()),
+  // the ops check their shapes first, naming themselves: this guards the kernel's contract
+  if (src.dim() > dst.dim() ||
+      broadcast_shapes("copy_into", src.shape(), dst.shape()) != dst.shape())
+    throw_error<ValueError>("[copy_into] source of shape ", shape_str(src.shape()),
                             " does not broadcast to the destination shape ",
                             shape_str(dst.shape()));
   count_kernel(KernelKind::Copy);

@@ -411,6 +411,7 @@ Tensor binary(BinaryKind kind, const Tensor& a, const Tensor& b, DType compute_d
 }
 
 void binary_inplace(BinaryKind kind, const Tensor& out, const Tensor& b) {
+  // add_ and mul_ check their operands first, naming themselves: these guard the contract
   Shape shape = broadcast_shapes("binary_inplace", out.shape(), b.shape());
   if (shape != out.shape())
     throw_error<ValueError>("[binary_inplace] operand of shape ", shape_str(b.shape()),

@@ -453,6 +453,11 @@ TEST_CASE("exp near the overflow edge and log of subnormals are right, as torch'
 TEST_CASE("copy_into rejects a source that does not broadcast") {
   CHECK_THROWS_AS(kernels::copy_into(zeros({3}), zeros({2})), ValueError);
   CHECK_THROWS_AS(kernels::copy_into(zeros({2, 2}), zeros({2})), ValueError);
+  // the kernel names itself: the ops that call it check their shapes first, naming themselves
+  check_throws_mentioning<ValueError>([] { kernels::copy_into(zeros({3}), zeros({2})); },
+                                      "[copy_into]");
+  check_throws_mentioning<ValueError>([] { kernels::copy_into(zeros({2, 2}), zeros({2})); },
+                                      "[copy_into] source of shape [2, 2]");
   Tensor d = zeros({2, 2});
   kernels::copy_into(scalar_tensor(5.0), d);
   CHECK(d.to_vector<float>() == std::vector<float>{5, 5, 5, 5});

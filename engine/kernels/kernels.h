@@ -3,6 +3,7 @@
 // isa.cpp is compiled once per instruction-set level, and the entry points declared here call
 // the level chosen for this CPU at start-up (isa.h). Eigen is included only in gemm.cpp, xtensor
 // only in copy.cpp; small_gemm.cpp is our own register-blocked GEMM for small float matrices.
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -52,8 +53,24 @@ struct SmallGemmNext {
   const float* bias = nullptr;
 };
 
+// conv2d's geometry: input [n, cin, h, w], weight [cout, cin / groups, kh, kw], output
+// [n, cout, oh, ow]; stride, padding and dilation as (rows, columns).
+struct ConvGeom {
+  int64_t n, cin, h, w, cout, kh, kw, oh, ow, groups;
+  std::array<int64_t, 2> stride, pad, dil;
+};
+
+// A 2-D pool's geometry: input [n, c, h, w], output [n, c, oh, ow], window k, stride, padding
+// and dilation as (rows, columns).
+struct PoolGeom {
+  int64_t n, c, h, w, oh, ow;
+  std::array<int64_t, 2> k, stride, pad, dil;
+};
+
 }  // namespace types
 using types::BinaryKind;
+using types::ConvGeom;
+using types::PoolGeom;
 using types::is_predicate;
 using types::ReduceKind;
 using types::SmallGemmNext;

@@ -1,4 +1,4 @@
-// Reductions (sum, mean, var, std, amax, amin, argmax, argmin) and softmax / log_softmax.
+// Reductions (sum, mean, var, std, amax, amin, argmax, argmin) and the ops composed of them.
 #include <algorithm>
 
 #include "engine/kernels/kernels.h"
@@ -86,15 +86,6 @@ std::vector<Tensor> run_reduce(OpId op, std::span<const Tensor> in, const OpAttr
   return {kernels::reduce(reduce_kind(op), x, dims, attrs.keepdim, attrs.flag)};
 }
 
-std::vector<Tensor> run_softmax(const char* op, std::span<const Tensor> in, const OpAttrs& attrs,
-                                bool log) {
-  const Tensor& x = single(op, in);
-  check_floating(op, x.shape(), x.dtype(), shape_word());
-  int64_t dim = normalize_dim(op, attrs.dim, x.dim());
-  if (x.dim() == 0) return {kernels::softmax(x.reshape({1}), 0, log).reshape({})};
-  return {kernels::softmax(x, dim, log)};
-}
-
 }  // namespace
 
 #define TD_REDUCE(name)                                                               \
@@ -110,13 +101,6 @@ TD_REDUCE(amin)
 TD_REDUCE(argmax)
 TD_REDUCE(argmin)
 #undef TD_REDUCE
-
-std::vector<Tensor> softmax_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
-  return run_softmax("softmax", in, attrs, false);
-}
-std::vector<Tensor> log_softmax_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
-  return run_softmax("log_softmax", in, attrs, true);
-}
 
 }  // namespace impl
 
@@ -198,16 +182,5 @@ std::tuple<Tensor, Tensor> min(const Tensor& x, int64_t dim, bool keepdim) {
 }
 Tensor max(const Tensor& a, const Tensor& b) { return maximum(a, b); }
 Tensor min(const Tensor& a, const Tensor& b) { return minimum(a, b); }
-
-Tensor softmax(const Tensor& x, int64_t dim) {
-  OpAttrs a;
-  a.dim = dim;
-  return call_op1(OpId::softmax, {x}, a);
-}
-Tensor log_softmax(const Tensor& x, int64_t dim) {
-  OpAttrs a;
-  a.dim = dim;
-  return call_op1(OpId::log_softmax, {x}, a);
-}
 
 }  // namespace td

@@ -1,0 +1,95 @@
+// The norms' loops over contiguous inputs: layer_norm_rows and batch_norm_channels, their
+// statistics in double from the row sums (one order of summation whatever the layout).
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "engine/kernels/kernels.h"
+
+namespace td::kernels::TD_ISA {
+namespace {
+
+template <class T>
+void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const double* wv, const double* bv,
+                     double eps, int64_t rows_per_set) {
+  const double dd = static_cast<double>(d);
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    const double* w = wv + r / rows_per_set * d;
+    const double* b = bv + r / rows_per_set * d;
+    const double mean = row_sum(xr, d) / dd;
+    const double var = row_sum_squares(xr, d, mean) / dd;
+    const double inv = 1.0 / std::sqrt(var + eps);
+    for (int64_t i = 0; i < d; ++i) yr[i] = static_cast<T>((xr[i] - mean) * inv * w[i] + b[i]);
+  }
+}
+
+// The loops run in memory order (with s == 1 a row of c channels at a time, which vectorises):
+// channel by channel, an [N, C] input strided by C through memory that a vmapped call, with
+// every set's channels side by side, made larger than the cache.
+template <class T>
+void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool compute, double* mean,
+                     double* var, const double* w, const double* b, double eps) {
+  const double cnt = static_cast<double>(n * s);
+  // acc[ch] = the mean over rows of channel ch's term: one value's (s == 1, a row of channels at
+  // a time) or the sum over its s values
+  auto per_channel = [&](double* acc, auto value_term, auto run_sum) {
+    std::fill_n(acc, c, 0.0);
+    for (int64_t i = 0; i < n; ++i) {
+      const T* row = x + i * c * s;
+      for (int64_t ch = 0; ch < c; ++ch)
+        acc[ch] += s == 1 ? value_term(row[ch], ch) : run_sum(row + ch * s, ch);
+    }
+    for (int64_t ch = 0; ch < c; ++ch) acc[ch] /= cnt;
+  };
+  if (compute) {
+    per_channel(
+        mean, [](T v, int64_t) { return static_cast<double>(v); },
+        [&](const T* p, int64_t) { return row_sum(p, s); });
+    per_channel(
+        var,
+        [&](T v, int64_t ch) {
+          const double t = v - mean[ch];
+          return t * t;
+        },
+        [&](const T* p, int64_t ch) { return row_sum_squares(p, s, mean[ch]); });
+  }
+  std::vector<double> scale(c), shift(c);
+  for (int64_t ch = 0; ch < c; ++ch) {
+    scale[ch] = w[ch] / std::sqrt(var[ch] + eps);
+    shift[ch] = b[ch] - mean[ch] * scale[ch];
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = x + i * c * s;
+    T* out = y + i * c * s;
+    if (s == 1) {
+      for (int64_t ch = 0; ch < c; ++ch) out[ch] = static_cast<T>(row[ch] * scale[ch] + shift[ch]);
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t j = 0; j < s; ++j)
+          out[ch * s + j] = static_cast<T>(row[ch * s + j] * scale[ch] + shift[ch]);
+    }
+  }
+}
+
+}  // namespace
+
+void layer_norm_rows(const float* x, float* y, int64_t rows, int64_t d, const double* w,
+                     const double* b, double eps, int64_t rows_per_set) {
+  layer_norm_loop(x, y, rows, d, w, b, eps, rows_per_set);
+}
+void layer_norm_rows(const double* x, double* y, int64_t rows, int64_t d, const double* w,
+                     const double* b, double eps, int64_t rows_per_set) {
+  layer_norm_loop(x, y, rows, d, w, b, eps, rows_per_set);
+}
+void batch_norm_channels(const float* x, float* y, int64_t n, int64_t c, int64_t s, bool compute,
+                         double* mean, double* var, const double* w, const double* b, double eps) {
+  batch_norm_loop(x, y, n, c, s, compute, mean, var, w, b, eps);
+}
+void batch_norm_channels(const double* x, double* y, int64_t n, int64_t c, int64_t s, bool compute,
+                         double* mean, double* var, const double* w, const double* b, double eps) {
+  batch_norm_loop(x, y, n, c, s, compute, mean, var, w, b, eps);
+}
+
+}  // namespace td::kernels::TD_ISA

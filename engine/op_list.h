@@ -1,8 +1,10 @@
 #pragma once
 // The one list of ops. Every line X(name, Family, ...) gives OpId::name, its printed name, its
 // kernel entry `std::vector<Tensor> name_impl(std::span<const Tensor>, const OpAttrs&)` (declared
-// in engine/ops/impls.h, defined in the family's file of engine/ops/) and its batching rule, which
-// vmap/rules/ registers for the whole family (or, where the ops of a family differ, per op).
+// in engine/ops/impls.h, defined in engine/ops/<family>.cpp: elementwise.cpp for Unary, Binary
+// and Ternary, views.cpp for View and Copy) and its batching rule, which
+// vmap/rules/<family>_rules.cpp registers for the whole family, or per op where its ops differ
+// (binary_rules.cpp serves Ternary too, reduce_rules.cpp Softmax).
 //
 // The element-wise lists carry more columns, from which everything else of theirs is generated:
 // the kernel kind (kernels::UnaryKind / BinaryKind), the public functions of engine/ops.h, the

@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes the PyTorch golden data of tests/modules_test.cpp into tests/data/modules/.
+"""Writes the PyTorch golden data of tests/modules_test.cpp, modules_conv_pool_test.cpp and
+modules_attention_test.cpp into tests/data/modules/.
 
 Each file is a safetensors file with nested keys: "module.<name>" holds the module's parameters
 and buffers (as in named_parameters()/named_buffers()), "input*" the inputs, and the remaining

@@ -1,0 +1,479 @@
+// conv2d (stride, padding, dilation, groups) and max/avg pooling (ceil_mode) against direct loops
+// and hand values: non-contiguous and expanded inputs, NaN and -inf windows, size parameters,
+// empty kernels and overflowing geometry, errors.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "engine/engine.h"
+#include "tests/tensor_values.h"
+#include "tests/test_util.h"
+
+using namespace td;
+using namespace td::test;
+
+namespace {
+
+// Direct convolution: x [N, C, H, W] (row-major values), w [O, C/g, kh, kw].
+std::vector<double> ref_conv(const std::vector<double>& x, const std::vector<double>& w,
+                             const std::vector<double>& b, int64_t n, int64_t c, int64_t h,
+                             int64_t wd, int64_t o, int64_t kh, int64_t kw, int64_t s0, int64_t s1,
+                             int64_t p0, int64_t p1, int64_t d0, int64_t d1, int64_t g, int64_t& oh,
+                             int64_t& ow) {
+  oh = (h + 2 * p0 - d0 * (kh - 1) - 1) / s0 + 1;
+  ow = (wd + 2 * p1 - d1 * (kw - 1) - 1) / s1 + 1;
+  const int64_t cg = c / g, og = o / g;
+  std::vector<double> y(n * o * oh * ow, 0.0);
+  for (int64_t in = 0; in < n; ++in)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t yy = 0; yy < oh; ++yy)
+        for (int64_t xx = 0; xx < ow; ++xx) {
+          double acc = b.empty() ? 0.0 : b[oc];
+          const int64_t grp = oc / og;
+          for (int64_t ic = 0; ic < cg; ++ic)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                int64_t iy = yy * s0 - p0 + i * d0, ix = xx * s1 - p1 + j * d1;
+                if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+                acc += x[((in * c + grp * cg + ic) * h + iy) * wd + ix] *
+                       w[((oc * cg + ic) * kh + i) * kw + j];
+              }
+          y[((in * o + oc) * oh + yy) * ow + xx] = acc;
+        }
+  return y;
+}
+
+// Direct pooling over [N*C, H, W] planes.
+std::vector<double> ref_pool(const std::vector<double>& x, int64_t planes, int64_t h, int64_t w,
+                             int64_t k0, int64_t k1, int64_t s0, int64_t s1, int64_t p0, int64_t p1,
+                             int64_t d0, int64_t d1, bool is_max) {
+  int64_t oh = (h + 2 * p0 - d0 * (k0 - 1) - 1) / s0 + 1;
+  int64_t ow = (w + 2 * p1 - d1 * (k1 - 1) - 1) / s1 + 1;
+  std::vector<double> y;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t yy = 0; yy < oh; ++yy)
+      for (int64_t xx = 0; xx < ow; ++xx) {
+        double acc = is_max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t i = 0; i < k0; ++i)
+          for (int64_t j = 0; j < k1; ++j) {
+            int64_t iy = yy * s0 - p0 + i * d0, ix = xx * s1 - p1 + j * d1;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            double v = x[(pl * h + iy) * w + ix];
+            acc = is_max ? std::max(acc, v) : acc + v;
+          }
+        y.push_back(is_max ? acc : acc / static_cast<double>(k0 * k1));
+      }
+  return y;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d: hand values") {
+  // 3x3 ones with a 2x2 ones kernel: each output sums 4 ones.
+  Tensor y = conv2d(ones({1, 1, 3, 3}), ones({1, 1, 2, 2}));
+  CHECK(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(y.to_vector<float>() == std::vector<float>(4, 4.f));
+  // Padding 1: the corners see 1 one, the edges 2, the centre 4.
+  Tensor p = conv2d(ones({1, 1, 2, 2}), ones({1, 1, 2, 2}), tensor({0.5f}), {1, 1}, {1, 1});
+  CHECK(p.to_vector<float>() ==
+        std::vector<float>{1.5f, 2.5f, 1.5f, 2.5f, 4.5f, 2.5f, 1.5f, 2.5f, 1.5f});
+  // Unbatched [C, H, W] input gives [O, OH, OW].
+  Tensor u = conv2d(ones({1, 3, 3}), ones({2, 1, 2, 2}));
+  CHECK(u.shape() == Shape{2, 2, 2});
+}
+
+TEST_CASE("conv2d against a direct convolution loop") {
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, s0, s1, p0, p1, d0, d1, g;
+    bool bias;
+  };
+  const Case cases[] = {
+      {2, 3, 7, 6, 4, 3, 3, 1, 1, 0, 0, 1, 1, 1, true},    // plain
+      {1, 2, 8, 9, 3, 3, 2, 2, 3, 1, 1, 1, 1, 1, false},   // stride, padding
+      {2, 2, 9, 9, 2, 3, 3, 1, 2, 2, 1, 2, 3, 1, true},    // dilation
+      {2, 4, 6, 5, 6, 3, 1, 1, 1, 1, 0, 1, 1, 2, true},    // groups
+      {1, 6, 5, 5, 6, 2, 2, 2, 1, 1, 1, 2, 1, 6, true},    // depthwise, mixed
+      {3, 4, 4, 4, 8, 1, 1, 1, 1, 0, 0, 1, 1, 4, false},   // 1x1 grouped
+      {2, 3, 9, 40, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},   // stride 2, rows of 20 outputs
+      {1, 2, 7, 37, 3, 3, 2, 3, 2, 0, 1, 2, 1, 1, false},  // stride (3, 2), row dilation
+      {2, 2, 6, 5, 2, 2, 3, 2, 2, 1, 2, 1, 2, 1, true},    // stride 2, more padding than input
+      {1, 1, 4, 34, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},   // stride 2, rows of 16 + 1
+      {1, 2, 5, 3, 2, 3, 3, 2, 2, 0, 0, 1, 1, 1, false},   // stride 2, rows of 1
+      {1, 1, 3, 19, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},  // stride 1, rows of 16 + 1
+  };
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (const Case& k : cases) {
+      Tensor x = seq({k.n, k.c, k.h, k.w}, dt, 0.31);
+      Tensor w = seq({k.o, k.c / k.g, k.kh, k.kw}, dt, 0.57);
+      Tensor b = k.bias ? seq({k.o}, dt, 1.1) : Tensor();
+      Tensor y = conv2d(x, w, b, {k.s0, k.s1}, {k.p0, k.p1}, {k.d0, k.d1}, k.g);
+      int64_t oh = 0, ow = 0;
+      auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(),
+                          k.bias ? b.to_vector<double>() : std::vector<double>{}, k.n, k.c, k.h,
+                          k.w, k.o, k.kh, k.kw, k.s0, k.s1, k.p0, k.p1, k.d0, k.d1, k.g, oh, ow);
+      CHECK(y.shape() == Shape{k.n, k.o, oh, ow});
+      CHECK(y.dtype() == dt);
+      check_close(y, ref, dt == kFloat32 ? 1e-4 : 1e-12);
+    }
+  }
+}
+
+TEST_CASE("conv2d with groups whose columns fill the cache runs them in blocks, same values") {
+  // 5 groups of 2 channels, 3x3, on [2, 10, 60, 60]: each group's columns are 18 x 7200 floats
+  // (518 KB), so the kernel makes them two groups at a time (blocks of 2, 2, 1)
+  Tensor x = seq({2, 10, 60, 60}, kFloat32, 0.31);
+  Tensor w = seq({15, 2, 3, 3}, kFloat32, 0.57), b = seq({15}, kFloat32, 1.1);
+  Tensor y = conv2d(x, w, b, {1, 1}, {1, 1}, {1, 1}, 5);
+  int64_t oh = 0, ow = 0;
+  auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>(), 2, 10,
+                      60, 60, 15, 3, 3, 1, 1, 1, 1, 1, 1, 5, oh, ow);
+  REQUIRE(y.shape() == Shape{2, 15, oh, ow});
+  check_close(y, ref, 1e-4);
+}
+
+TEST_CASE("conv2d with non-contiguous inputs, single-value params and empty batch") {
+  Tensor x = seq({2, 6, 5, 3}).permute({0, 3, 1, 2});           // [2, 3, 6, 5] channels-last
+  Tensor w = seq({3, 3, 2, 4}, kFloat64, 0.8).transpose(2, 3);  // [3, 3, 4, 2]
+  Tensor b = seq({6}).slice(0, 0, std::nullopt, 2);
+  Tensor y = conv2d(x, w, b, {2}, {1}, {1}, 1);
+  int64_t oh = 0, ow = 0;
+  auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>(), 2, 3, 6,
+                      5, 3, 4, 2, 2, 2, 1, 1, 1, 1, 1, oh, ow);
+  CHECK(y.shape() == Shape{2, 3, oh, ow});
+  check_close(y, ref, 1e-12);
+  Tensor e = conv2d(ones({0, 1, 3, 3}), ones({2, 1, 3, 3}));
+  CHECK(e.shape() == Shape{0, 2, 1, 1});
+}
+
+TEST_CASE("conv2d with an expanded weight (stride 0) against the loop") {
+  // A one-row weight matrix with stride 0 reached BLAS's gemv as a vector with increment 0,
+  // which it refused ("parameter number 8 had an illegal value"), leaving the output zeros.
+  for (DType dt : {kFloat32, kFloat64}) {
+    Tensor x = seq({2, 1, 1, 5}, dt, 0.31);
+    Tensor w = full({1, 1, 1, 1}, 0.5, dt).expand({1, 1, 1, 2});
+    Tensor y = conv2d(x, w, {}, {2}, {1, 0}, {1});
+    int64_t oh = 0, ow = 0;
+    auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), {}, 2, 1, 1, 5, 1, 1, 2, 2, 2,
+                        1, 0, 1, 1, 1, oh, ow);
+    CHECK(y.shape() == Shape{2, 1, oh, ow});
+    check_close(y, ref, dt == kFloat32 ? 1e-5 : 1e-12);
+    // every output channel from one expanded filter
+    Tensor w3 = seq({1, 2, 2, 1}, dt, 0.7).expand({3, 2, 2, 3});
+    Tensor x3 = seq({1, 2, 4, 4}, dt, 0.2);
+    Tensor y3 = conv2d(x3, w3);
+    auto ref3 = ref_conv(x3.to_vector<double>(), w3.to_vector<double>(), {}, 1, 2, 4, 4, 3, 2, 3, 1,
+                         1, 0, 0, 1, 1, 1, oh, ow);
+    check_close(y3, ref3, dt == kFloat32 ? 1e-4 : 1e-12);
+  }
+}
+
+TEST_CASE("conv2d errors") {
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 2, 2}), ones({1, 1, 3, 3}));
+      },
+      "[conv2d]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 3, 4, 4}), ones({2, 2, 1, 1}));
+      },
+      "[1, 3, 4, 4]");
+  CHECK_THROWS_AS(conv2d(ones({1, 4, 4, 4}), ones({3, 2, 1, 1}), {}, {1}, {0}, {1}, 2),
+                  ValueError);  // out channels not divisible by groups
+  CHECK_THROWS_AS(conv2d(ones({1, 4, 4, 4}), ones({4, 4, 1, 1}), {}, {1}, {0}, {1}, 0), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({4, 4}), ones({1, 1, 1, 1})), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1})), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {0, 1}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {1}, {-1}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {1}, {0}, {0}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), {}, {1, 1, 1}), ValueError);
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}), ones({2})), ValueError);
+  check_throws_mentioning<TypeError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}, kInt64), ones({1, 1, 1, 1}, kInt64));
+      },
+      "[conv2d]");
+  CHECK_THROWS_AS(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 1, 1}, kFloat64)), TypeError);
+  // an empty list is not the default (torch: "expected stride to be a single integer value or a
+  // list of 2 values")
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, IntList{});
+      },
+      "[conv2d] stride must have 1 or 2 values, got []");
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, 1, IntList{});
+      },
+      "[conv2d] padding must have 1 or 2 values");
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, 1, 0, IntList{});
+      },
+      "[conv2d] dilation must have 1 or 2 values");
+}
+
+TEST_CASE("max_pool2d and avg_pool2d: hand values") {
+  Tensor x = tensor({1.f, 2.f, 3.f, 4.f}, {1, 1, 2, 2});
+  CHECK(max_pool2d(x, {2}).to_vector<float>() == std::vector<float>{4.f});
+  CHECK(avg_pool2d(x, {2}).to_vector<float>() == std::vector<float>{2.5f});
+  CHECK(avg_pool2d(x, {2}, {}, {0, 0}, false, true, 3).item<float>() == doctest::Approx(10.0 / 3));
+  // Padding 1, stride 1, 2x2 kernel on 2x2: count_include_pad divides by 4.
+  Tensor a = avg_pool2d(x, {2, 2}, {1, 1}, {1, 1});
+  CHECK(a.shape() == Shape{1, 1, 3, 3});
+  CHECK(a.to_vector<float>() ==
+        std::vector<float>{0.25f, 0.75f, 0.5f, 1.f, 2.5f, 1.5f, 0.75f, 1.75f, 1.f});
+  Tensor m = max_pool2d(tensor({-1.f, -2.f, -3.f, -4.f}, {1, 2, 2}), {2, 2}, {1, 1}, {1, 1});
+  CHECK(m.shape() == Shape{1, 3, 3});  // unbatched input; padding never wins over negatives
+  CHECK(m.to_vector<float>() ==
+        std::vector<float>{-1.f, -1.f, -2.f, -1.f, -1.f, -2.f, -3.f, -3.f, -4.f});
+}
+
+TEST_CASE("pooling against a direct loop") {
+  struct Case {
+    int64_t n, c, h, w, k0, k1, s0, s1, p0, p1, d0, d1;
+  };
+  const Case cases[] = {
+      {2, 3, 6, 6, 2, 2, 2, 2, 0, 0, 1, 1},  {1, 2, 7, 5, 3, 2, 2, 1, 1, 1, 1, 1},
+      {2, 1, 9, 8, 3, 3, 1, 2, 1, 0, 2, 3},  {1, 1, 5, 5, 5, 5, 1, 1, 2, 2, 1, 1},
+      {2, 2, 9, 10, 3, 3, 3, 3, 0, 0, 1, 1},  // windows that tile, a column left over
+      {1, 3, 8, 6, 2, 2, 2, 2, 0, 0, 1, 1},
+  };
+  for (DType dt : {kFloat32, kFloat64}) {
+    for (const Case& k : cases) {
+      Tensor x = seq({k.n, k.c, k.h, k.w}, dt, 0.43);
+      Tensor mx = max_pool2d(x, {k.k0, k.k1}, {k.s0, k.s1}, {k.p0, k.p1}, {k.d0, k.d1});
+      auto xv = x.to_vector<double>();
+      auto ref_max =
+          ref_pool(xv, k.n * k.c, k.h, k.w, k.k0, k.k1, k.s0, k.s1, k.p0, k.p1, k.d0, k.d1, true);
+      check_close(mx, ref_max, 1e-6);
+      CHECK(mx.dtype() == dt);
+      if (k.d0 == 1 && k.d1 == 1) {
+        Tensor av = avg_pool2d(x, {k.k0, k.k1}, {k.s0, k.s1}, {k.p0, k.p1});
+        auto ref_avg =
+            ref_pool(xv, k.n * k.c, k.h, k.w, k.k0, k.k1, k.s0, k.s1, k.p0, k.p1, 1, 1, false);
+        check_close(av, ref_avg, dt == kFloat32 ? 1e-5 : 1e-12);
+      }
+    }
+  }
+  // Stride defaults to the kernel; a non-contiguous input gives the same as its copy.
+  Tensor xt = seq({1, 2, 6, 4}).transpose(2, 3);
+  check_close(max_pool2d(xt, {2}), max_pool2d(xt.contiguous(), {2}, {2}).to_vector<double>(),
+              1e-12);
+  check_close(avg_pool2d(xt, {3, 2}), avg_pool2d(xt.contiguous(), {3, 2}).to_vector<double>(),
+              1e-12);
+  CHECK(max_pool2d(ones({0, 2, 4, 4}), {2}).shape() == Shape{0, 2, 2, 2});
+  // NaN propagates through max.
+  Tensor nanx = tensor({1.f, std::nanf(""), 3.f, 4.f}, {1, 1, 2, 2});
+  CHECK(std::isnan(max_pool2d(nanx, {2}).item<float>()));
+}
+
+TEST_CASE("max_pool2d: a NaN wins its windows and -inf windows stay -inf, on every path") {
+  // Rows of 40 reach the vector loops (stride 1 and 2) and their scalar tails; the transposed
+  // input the strided one; checked window by window against a loop that looks for the NaN.
+  const int64_t h = 6, w = 40;
+  std::vector<float> v(h * w);
+  for (int64_t i = 0; i < h * w; ++i) v[i] = static_cast<float>((i * 37) % 101) - 50.f;
+  for (int64_t i : {3, 45, 46, 90, 133, 200, 239}) v[i] = std::nanf("");
+  for (int64_t i = 160; i < 200; ++i) v[i] = -std::numeric_limits<float>::infinity();
+  struct Case {
+    int64_t k, s, p;
+  };
+  for (bool transposed : {false, true})
+    for (Case c : {Case{2, 2, 0}, Case{3, 3, 0}, Case{3, 1, 1}, Case{3, 2, 1}, Case{1, 1, 0}}) {
+      CAPTURE(transposed);
+      CAPTURE(c.k);
+      CAPTURE(c.s);
+      Tensor x = tensor(v, {1, 1, h, w});
+      const int64_t H = transposed ? w : h, W = transposed ? h : w;
+      auto at = [&](int64_t iy, int64_t ix) {
+        return transposed ? v[ix * w + iy] : v[iy * w + ix];
+      };
+      if (transposed) x = x.transpose(2, 3);
+      auto [out, idx] = max_pool2d_with_indices(x, {c.k}, {c.s}, {c.p});
+      Tensor plain = max_pool2d(x, {c.k}, {c.s}, {c.p});
+      const int64_t oh = out.size(2), ow = out.size(3);
+      REQUIRE(oh == (H + 2 * c.p - c.k) / c.s + 1);
+      REQUIRE(ow == (W + 2 * c.p - c.k) / c.s + 1);
+      auto o = out.to_vector<float>(), pl = plain.to_vector<float>();
+      auto ix = idx.to_vector<int64_t>();
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          bool any_nan = false;
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t i = 0; i < c.k; ++i)
+            for (int64_t j = 0; j < c.k; ++j) {
+              const int64_t iy = oy * c.s - c.p + i, jx = ox * c.s - c.p + j;
+              if (iy < 0 || iy >= H || jx < 0 || jx >= W) continue;
+              any_nan |= std::isnan(at(iy, jx));
+              if (!std::isnan(at(iy, jx))) mx = std::max(mx, at(iy, jx));
+            }
+          const int64_t k = oy * ow + ox;
+          CAPTURE(k);
+          if (any_nan) {
+            CHECK(std::isnan(o[k]));
+            CHECK(std::isnan(pl[k]));
+            CHECK(std::isnan(at(ix[k] / W, ix[k] % W)));
+          } else {
+            CHECK(o[k] == mx);
+            CHECK(pl[k] == mx);
+            CHECK(at(ix[k] / W, ix[k] % W) == mx);
+          }
+        }
+    }
+}
+
+TEST_CASE("pooling errors") {
+  check_throws_mentioning<ValueError>(
+      [] {
+        max_pool2d(ones({1, 1, 4, 4}), {2}, {}, {2});
+      },
+      "[max_pool2d]");
+  check_throws_mentioning<ValueError>(
+      [] {
+        avg_pool2d(ones({1, 1, 4, 4}), {2}, {}, {2});
+      },
+      "[avg_pool2d]");
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 2, 2}), {3}), ValueError);
+  CHECK_THROWS_AS(avg_pool2d(ones({1, 1, 2, 2}), {3}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({2, 2}), {1}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {0}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {2}, {0}), ValueError);
+  CHECK_THROWS_AS(max_pool2d(ones({1, 1, 4, 4}), {2}, {}, {0}, {0}), ValueError);
+  check_throws_mentioning<TypeError>(
+      [] {
+        max_pool2d(ones({1, 1, 4, 4}, kInt64), {2});
+      },
+      "[max_pool2d]");
+  CHECK_THROWS_AS(avg_pool2d(ones({1, 1, 4, 4}, kInt64), {2}), TypeError);
+}
+
+TEST_CASE("conv and pool size parameters accept one integer for both dims") {
+  // ones [1,1,4,4] * ones [1,1,3,3], stride 2, padding 1: the windows see 2x2, 2x3, 3x2, 3x3
+  // valid cells
+  Tensor y = conv2d(ones({1, 1, 4, 4}), ones({1, 1, 3, 3}), {}, 2, 1);
+  CHECK(y.shape() == Shape{1, 1, 2, 2});
+  CHECK(y.to_vector<float>() == std::vector<float>{4, 6, 6, 9});
+  Tensor y2 = conv2d(ones({1, 1, 4, 4}), ones({1, 1, 3, 3}), {}, {2}, {1, 1}, 1);
+  CHECK(y2.to_vector<float>() == std::vector<float>{4, 6, 6, 9});
+  // dilation 2 with a 2x2 kernel spans 3x3: 4 outputs of 4 ones each on a 4x4 input
+  CHECK(conv2d(ones({1, 1, 4, 4}), ones({1, 1, 2, 2}), {}, 1, 0, 2).to_vector<float>() ==
+        std::vector<float>{4, 4, 4, 4});
+  Tensor x = arange(16).to(kFloat32).view({1, 1, 4, 4});
+  CHECK(max_pool2d(x, 2).to_vector<float>() == std::vector<float>{5, 7, 13, 15});
+  CHECK(max_pool2d(x, 2, 2, 0, 1).to_vector<float>() == std::vector<float>{5, 7, 13, 15});
+  CHECK(avg_pool2d(x, 2).to_vector<float>() == std::vector<float>{2.5f, 4.5f, 10.5f, 12.5f});
+  CHECK(max_pool2d(x, 3, 1).shape() == Shape{1, 1, 2, 2});
+  check_throws_naming_op<ValueError>([&] { max_pool2d(x, 0); }, "max_pool2d");
+}
+
+TEST_CASE("max_pool2d and avg_pool2d ceil_mode: values from PyTorch") {
+  const auto a = [](int64_t h, int64_t w) {
+    return arange(h * w).to(kFloat32).reshape({1, 1, h, w});
+  };
+  // F.max_pool2d(arange(25.).view(1, 1, 5, 5), 2, 2, ceil_mode=True): the last row and column
+  // of windows hold only the elements that exist
+  Tensor y = max_pool2d(a(5, 5), 2, 2, 0, 1, true);
+  CHECK(y.shape() == Shape{1, 1, 3, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{6, 8, 9, 16, 18, 19, 21, 23, 24});
+  CHECK(max_pool2d(a(5, 5), 2, 2).shape() == Shape{1, 1, 2, 2});  // ceil_mode defaults to false
+  // F.max_pool2d(arange(36.).view(1, 1, 6, 6), 3, 2, 1, ceil_mode=True): with padding
+  y = max_pool2d(a(6, 6), 3, 2, 1, 1, true);
+  CHECK(y.shape() == Shape{1, 1, 4, 4});
+  CHECK(y.to_vector<float>() ==
+        std::vector<float>{7, 9, 11, 11, 19, 21, 23, 23, 31, 33, 35, 35, 31, 33, 35, 35});
+  // F.max_pool2d(arange(64.).view(1, 1, 8, 8), 2, 2, 0, 2, ceil_mode=True): dilation 2, the
+  // last window [6, 8) has one tap inside
+  y = max_pool2d(a(8, 8), 2, 2, 0, 2, true);
+  CHECK(y.shape() == Shape{1, 1, 4, 4});
+  CHECK(y.to_vector<float>() ==
+        std::vector<float>{18, 20, 22, 22, 34, 36, 38, 38, 50, 52, 54, 54, 50, 52, 54, 54});
+  // F.max_pool2d(arange(30.).view(1, 1, 5, 6), (2, 3), 2, (1, 0), ceil_mode=True): along H,
+  // ceil(5 / 2) + 1 = 4 windows, but the 4th would start at 6 >= 5 + 1 (right padding only), so
+  // 3; along W, ceil(3 / 2) + 1 = 3 (floor mode: 2)
+  y = max_pool2d(a(5, 6), {2, 3}, 2, {1, 0}, 1, true);
+  CHECK(y.shape() == Shape{1, 1, 3, 3});
+  CHECK(y.to_vector<float>() == std::vector<float>{2, 4, 5, 14, 16, 17, 26, 28, 29});
+  CHECK(max_pool2d(a(5, 6), {2, 3}, 2, {1, 0}).shape() == Shape{1, 1, 3, 2});
+  // output lengths against the formula (checked against PyTorch 1.13 for L < 12, k, s < 5,
+  // p <= k/2, d < 3, all 704 cases): floor((L + 2p - d(k-1) - 1 + s - 1) / s) + 1, less one if
+  // the last window starts at >= L + p; fewer than 1 is an error. A window longer than the
+  // padded input (a negative room) still gives one output when it is short by less than s.
+  const auto floor_div = [](int64_t a, int64_t b) { return a / b - (a % b != 0 && a < 0); };
+  for (int64_t L = 1; L < 12; ++L)
+    for (int64_t k = 1; k < 5; ++k)
+      for (int64_t s = 1; s < 5; ++s)
+        for (int64_t p = 0; p <= k / 2; ++p)
+          for (int64_t d = 1; d < 3; ++d) {
+            const int64_t room = L + 2 * p - d * (k - 1) - 1;
+            int64_t out = floor_div(room + s - 1, s) + 1;
+            if ((out - 1) * s >= L + p) --out;
+            CAPTURE(L);
+            CAPTURE(k);
+            CAPTURE(s);
+            CAPTURE(p);
+            CAPTURE(d);
+            auto pool = [&] {
+              return max_pool2d(ones({1, L, 1}), {k, 1}, {s, 1}, {p, 0}, {d, 1}, true);
+            };
+            if (out < 1)
+              CHECK_THROWS_AS(pool(), ValueError);
+            else
+              CHECK(pool().shape() == Shape{1, out, 1});
+          }
+  // F.max_pool2d / F.avg_pool2d with ceil_mode on inputs smaller than the kernel (torch 1.13):
+  const Tensor x = a(2, 2);
+  CHECK(max_pool2d(x, 3, 2, 0, 1, true).to_vector<float>() == std::vector<float>{3});
+  CHECK(avg_pool2d(x, 3, 2, 0, true, false).to_vector<float>() == std::vector<float>{1.5f});
+  CHECK(max_pool2d(x, 3, 2, 1, 1, true).to_vector<float>() == std::vector<float>{3, 3, 3, 3});
+  CHECK(allclose(avg_pool2d(x, 3, 2, 1, true, true),
+                 tensor({6 / 9.f, 4 / 6.f, 5 / 6.f, 3 / 4.f}, {1, 1, 2, 2})));
+  CHECK(max_pool2d(a(3, 3), 2, 3, 0, 3, true).to_vector<float>() == std::vector<float>{0});
+  // without ceil_mode, or short by s or more, it is too small, naming the dilation too
+  check_throws_mentioning<ValueError>(
+      [&] { max_pool2d(x, 3, 2, 0, 1, false); },
+      "is too small for kernel [3] with padding 0x0 and dilation 1x1");
+  check_throws_mentioning<ValueError>([&] { max_pool2d(x, 4, 1, 0, 1, true); }, "(ceil_mode)");
+  check_throws_mentioning<ValueError>([&] { max_pool2d(a(4, 4), 2, 1, 0, 5, false); },
+                                      "and dilation 5x5");
+  // the existing checks still hold: padding at most half the kernel
+  check_throws_naming_op<ValueError>([&] { max_pool2d(a(5, 5), 2, 2, 2, 1, true); }, "max_pool2d");
+}
+
+TEST_CASE("conv2d and pools: empty kernels and overflowing geometry are errors") {
+  const int64_t big = int64_t{1} << 62, huge = int64_t{1} << 40;
+  check_throws_mentioning<ValueError>(
+      [] {
+        conv2d(ones({1, 1, 3, 3}), ones({1, 1, 0, 0}), ones({1}));
+      },
+      "[conv2d] kernel size");
+  check_throws_naming_op<ValueError>(
+      [&] {
+        conv2d(ones({1, 1, 3, 3}), ones({1, 1, 1, 1}), {}, 1, big);
+      },
+      "conv2d");
+  check_throws_naming_op<ValueError>(
+      [&] {
+        max_pool2d(ones({1, 1, 4, 4}), 3, {}, 0, big);
+      },
+      "max_pool2d");
+  // a kernel of 2^40 x 2^40 padded by 2^39: only the input's taps are visited; avg divides by
+  // the whole window (count_include_pad), 4 / 2^80
+  CHECK(max_pool2d(ones({1, 1, 2, 2}), huge, 1, huge / 2).to_vector<float>() ==
+        std::vector<float>(9, 1.0f));
+  const Tensor avg = avg_pool2d(ones({1, 1, 2, 2}, kFloat64), huge, 1, huge / 2);
+  CHECK(avg.shape() == Shape{1, 1, 3, 3});
+  CHECK(avg.to_vector<double>()[4] == std::ldexp(1.0, -78));
+  // windows that start in the padding see the same taps as before (values from PyTorch)
+  const Tensor x = arange(36).to(kFloat32).reshape({1, 1, 6, 6});
+  CHECK(max_pool2d(x, 3, 1, 1, 2).to_vector<float>() ==
+        std::vector<float>{21, 22, 23, 22, 27, 28, 29, 28, 33, 34, 35, 34, 27, 28, 29, 28});
+  CHECK(allclose(
+      avg_pool2d(x, 3, 2, 1),
+      tensor(std::vector<float>{14 / 9.f, 30 / 9.f, 42 / 9.f, 75 / 9.f, 14, 16, 147 / 9.f, 26, 28},
+             {1, 1, 3, 3})));
+}

@@ -734,6 +734,17 @@ TEST_CASE("vmap: an op without a rule runs per set with a warning, or raises whe
   set_vmap_fallback_enabled(true);
 }
 
+TEST_CASE("call_op: attributes of another struct are a TypeError naming the op, under vmap too") {
+  Tensor x = ones({2, 3});
+  CHECK(has(message_of([&] { call_op1(OpId::softmax, {x}, ConvAttrs{}); }),
+            "[softmax] takes DimAttrs, got ConvAttrs"));
+  CHECK_THROWS_AS(call_op1(OpId::sum, {x}), TypeError);  // NoAttrs, the default
+  CHECK_THROWS_AS(vmap([](Tensor t) { return call_op1(OpId::transpose, {t}, SliceAttrs{}); })(x),
+                  TypeError);
+  CHECK(has(message_of([&] { vmap([](Tensor t) { return add(t, call_op1(OpId::rand, {})); })(x); }),
+            "[rand] takes RandomAttrs, got NoAttrs"));
+}
+
 TEST_CASE("vmap: ensemble linear over 64 stacked weights is as many GEMMs as one linear") {
   manual_seed(11);
   constexpr int64_t b = 64, n = 10, in = 3, out = 4;

@@ -167,6 +167,10 @@ OpId register_op(const std::string& name, OpImpl impl) {
   return static_cast<OpId>(t.ops.size() - 1);
 }
 
+void throw_wrong_attrs(OpId op, const char* expected, const OpAttrs& got) {
+  throw_error<TypeError>("[", op_name(op), "] takes ", expected, ", got ", attrs_name(got));
+}
+
 std::vector<Tensor> call_op(OpId op, std::span<const Tensor> inputs, const OpAttrs& attrs) {
   bool batched = false;
   for (const auto& t : inputs) batched |= t.is_batched();

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/op_attrs.h"
 #include "engine/op_list.h"
 #include "engine/tensor.h"
 
@@ -31,24 +32,15 @@ enum class OpFamily : int {
 };
 const char* family_name(OpFamily f);
 
-// Non-tensor arguments of an op; each family reads the fields op_list.h names.
-struct OpAttrs {
-  IntList sizes;  // shape, normalized_shape, kernel, split sections
-  IntList dims;   // reduction dims, permutation, squeeze dims
-  IntList stride, padding, dilation;
-  int64_t dim = 0, dim2 = 0;
-  int64_t start = 0, end = 0, step = 1;
-  int64_t groups = 1;
-  int64_t sets = 1;  // conv2d: the weight is `sets` banks of filters, all over the one input
-  double alpha = 0, beta = 0;  // scalars: p, eps, momentum
-  Scalar value, value2;        // exact scalars (integers beyond 2^53): fill value, clamp bounds
-  bool keepdim = false, training = false, flag = false;
-  bool count_include_pad = true;  // avg_pool2d
-  bool with_indices = false;      // max_pool2d: its argmax indices as a second output
-  int64_t divisor = 0;            // avg_pool2d's divisor_override, 0 for none
-  bool has_min = false, has_max = false;
-  DType dtype = DType::Float32;
-};
+// Non-tensor arguments of an op: OpAttrs holds one struct of engine/op_attrs.h. A kernel entry
+// or batching rule reads its op's struct with attrs_as; another struct (a caller may pass any)
+// is a TypeError naming the op. Ops with no attributes ignore what they are given.
+[[noreturn]] void throw_wrong_attrs(OpId op, const char* expected, const OpAttrs& got);
+template <class A>
+const A& attrs_as(OpId op, const OpAttrs& attrs) {
+  if (const A* a = std::get_if<A>(&attrs)) return *a;
+  throw_wrong_attrs(op, A::kName, attrs);
+}
 
 using OpImpl = std::vector<Tensor> (*)(std::span<const Tensor> inputs, const OpAttrs& attrs);
 

@@ -5,6 +5,7 @@
 // and Ternary, views.cpp for View and Copy) and its batching rule, which
 // vmap/rules/<family>_rules.cpp registers for the whole family, or per op where its ops differ
 // (binary_rules.cpp serves Ternary too, reduce_rules.cpp Softmax).
+// The comments name the attribute struct (engine/op_attrs.h) each op takes; none: NoAttrs.
 //
 // The element-wise lists carry more columns, from which everything else of theirs is generated:
 // the kernel kind (kernels::UnaryKind / BinaryKind), the public functions of engine/ops.h, the
@@ -52,48 +53,43 @@
   X(remainder, Binary, Remainder, Mod, Scalar) X(fmod, Binary, Fmod, Mod, Scalar)
 
 #define TD_OPS(X)                                                                      \
-  /* Random: shape = sizes, dtype; bernoulli(p); dropout alpha = p, training;          \
-     dropout_mask shape = sizes, alpha = p */                                          \
+  /* Random: RandomAttrs (rand, randn, dropout_mask, dropout); bernoulli(p) none */    \
   X(rand, Random) X(randn, Random) X(bernoulli, Random) X(dropout, Random)             \
   X(dropout_mask, Random)                                                              \
-  /* Unary ops with attributes, their _impl and public function written by hand: gelu flag = \
-     tanh approximation; clamp value/value2 + has_min/has_max, flag = a floating bound;     \
-     to_dtype dtype */                                                                     \
+  /* Unary ops with attributes, their _impl and public function written by hand:       \
+     gelu GeluAttrs; clamp ClampAttrs; to_dtype CastAttrs */                           \
   TD_UNARY_OPS(X) X(gelu, Unary) X(clamp, Unary) X(to_dtype, Unary)                        \
   TD_BINARY_OPS(X)                                                                         \
   X(where, Ternary)                                                                    \
-  /* Reduce: dims (empty = all), keepdim, flag = unbiased (var, std) */                \
+  /* Reduce: ReduceAttrs */                                                           \
   X(sum, Reduce) X(mean, Reduce) X(var, Reduce) X(std, Reduce) X(amax, Reduce)          \
   X(amin, Reduce) X(argmax, Reduce) X(argmin, Reduce)                                   \
-  /* Softmax: dim */                                                                   \
+  /* Softmax: DimAttrs */                                                              \
   X(softmax, Softmax) X(log_softmax, Softmax)                                           \
-  /* Linalg: linear(x, w, b?), flag = ReLU fused */                                                    \
+  /* Linalg: matmul; linear(x, w, b?) LinearAttrs */                                  \
   X(matmul, Linalg) X(linear, Linalg)                                                   \
-  /* Norm: layer_norm(x, w?, b?) sizes = normalized_shape, alpha = eps; flag: w and b   \
-     are [sets, *sizes] for x [sets, ...], each set's rows with its own;                \
-     batch_norm(x, running_mean?, running_var?, w?, b?) training, alpha = momentum,     \
-     beta = eps */                                                                     \
+  /* Norm: layer_norm(x, w?, b?) LayerNormAttrs;                                      \
+     batch_norm(x, running_mean?, running_var?, w?, b?) BatchNormAttrs */              \
   X(layer_norm, Norm) X(batch_norm, Norm)                                               \
-  /* Conv: conv2d(x, w, b?) stride, padding, dilation, groups */                       \
+  /* Conv: conv2d(x, w, b?) ConvAttrs */                                              \
   X(conv2d, Conv)                                                                      \
-  /* Pool: sizes = kernel, stride, padding, flag = ceil_mode; max: dilation;           \
-     avg: count_include_pad, divisor */                                                \
+  /* Pool: PoolAttrs */                                                               \
   X(max_pool2d, Pool) X(avg_pool2d, Pool)                                               \
   /* Embedding: embedding(indices, weight) */                                          \
   X(embedding, Embedding)                                                              \
-  /* View: view/reshape/expand sizes; permute dims; transpose dim,dim2; unsqueeze,     \
-     select dim + start(index); squeeze dims (empty = all size-1); slice dim, start,    \
-     end, step; flatten dim..dim2; unflatten dim, sizes */                              \
+  /* View: view/reshape/expand SizesAttrs; permute, squeeze DimsAttrs; transpose      \
+     TransposeAttrs; unsqueeze DimAttrs; select SelectAttrs; slice SliceAttrs;          \
+     flatten FlattenAttrs; unflatten UnflattenAttrs */                                 \
   X(view, View) X(reshape, View) X(permute, View) X(transpose, View)                    \
   X(unsqueeze, View) X(squeeze, View) X(expand, View) X(select, View) X(slice, View)    \
   X(flatten, View) X(unflatten, View)                                                   \
   /* Copy */                                                                           \
   X(contiguous, Copy) X(clone, Copy)                                                    \
-  /* Join and split: cat/stack(tensors...) dim; split dim, sizes (section sizes) */    \
+  /* Join and split: cat/stack(tensors...) DimAttrs; split SplitAttrs */              \
   X(cat, Join) X(stack, Join) X(split, Join)                                            \
-  /* Index: index_select(x, index) dim; gather(x, index) dim */                        \
+  /* Index: index_select(x, index), gather(x, index) DimAttrs */                      \
   X(index_select, Index) X(gather, Index)                                               \
-  /* InPlace: self is input 0 and is returned; fill_ value */                  \
+  /* InPlace: self is input 0 and is returned; fill_ FillAttrs */                     \
   X(add_, InPlace) X(mul_, InPlace) X(copy_, InPlace) X(fill_, InPlace)
 // clang-format on
 

@@ -208,58 +208,39 @@ TD_INSTANTIATE_OUT(long double)
 
 // ---- methods: thin forwards to the ops ----
 
-static OpAttrs with_sizes(const Shape& s) {
-  OpAttrs a;
-  a.sizes = s;
-  return a;
+Tensor Tensor::view(const Shape& s) const {
+  return call_op1(OpId::view, {*this}, SizesAttrs{.sizes = s});
 }
-
-Tensor Tensor::view(const Shape& s) const { return call_op1(OpId::view, {*this}, with_sizes(s)); }
 Tensor Tensor::reshape(const Shape& s) const {
-  return call_op1(OpId::reshape, {*this}, with_sizes(s));
+  return call_op1(OpId::reshape, {*this}, SizesAttrs{.sizes = s});
 }
 Tensor Tensor::permute(const IntList& dims) const {
-  OpAttrs a;
-  a.dims = dims;
-  return call_op1(OpId::permute, {*this}, a);
+  return call_op1(OpId::permute, {*this}, DimsAttrs{.dims = dims});
 }
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
-  OpAttrs a;
-  a.dim = d0;
-  a.dim2 = d1;
-  return call_op1(OpId::transpose, {*this}, a);
+  return call_op1(OpId::transpose, {*this}, TransposeAttrs{.dim0 = d0, .dim1 = d1});
 }
 Tensor Tensor::t() const {
   if (dim() > 2) throw_error<ValueError>("[t] expects a tensor of <= 2 dims, got ", shape());
   return dim() < 2 ? *this : transpose(0, 1);
 }
 Tensor Tensor::unsqueeze(int64_t d) const {
-  OpAttrs a;
-  a.dim = d;
-  return call_op1(OpId::unsqueeze, {*this}, a);
+  return call_op1(OpId::unsqueeze, {*this}, DimAttrs{.dim = d});
 }
-Tensor Tensor::squeeze() const { return call_op1(OpId::squeeze, {*this}, {}); }
+Tensor Tensor::squeeze() const { return call_op1(OpId::squeeze, {*this}, DimsAttrs{}); }
 Tensor Tensor::squeeze(int64_t d) const {
-  OpAttrs a;
-  a.dims = {d};
-  return call_op1(OpId::squeeze, {*this}, a);
+  return call_op1(OpId::squeeze, {*this}, DimsAttrs{.dims = {d}});
 }
 Tensor Tensor::expand(const Shape& s) const {
-  return call_op1(OpId::expand, {*this}, with_sizes(s));
+  return call_op1(OpId::expand, {*this}, SizesAttrs{.sizes = s});
 }
 Tensor Tensor::select(int64_t d, int64_t index) const {
-  OpAttrs a;
-  a.dim = d;
-  a.start = index;
-  return call_op1(OpId::select, {*this}, a);
+  return call_op1(OpId::select, {*this}, SelectAttrs{.dim = d, .index = index});
 }
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
                      int64_t step) const {
-  OpAttrs a;
-  a.dim = d;
-  a.start = start.value_or(0);
-  a.end = end.value_or(INT64_MAX);
-  a.step = step;
+  const SliceAttrs a{
+      .dim = d, .start = start.value_or(0), .end = end.value_or(INT64_MAX), .step = step};
   return call_op1(OpId::slice, {*this}, a);
 }
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -273,16 +254,10 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   return slice(d, start, start + length, 1);
 }
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  OpAttrs a;
-  a.dim = start_dim;
-  a.dim2 = end_dim;
-  return call_op1(OpId::flatten, {*this}, a);
+  return call_op1(OpId::flatten, {*this}, FlattenAttrs{.start_dim = start_dim, .end_dim = end_dim});
 }
 Tensor Tensor::unflatten(int64_t d, const Shape& sizes) const {
-  OpAttrs a;
-  a.dim = d;
-  a.sizes = sizes;
-  return call_op1(OpId::unflatten, {*this}, a);
+  return call_op1(OpId::unflatten, {*this}, UnflattenAttrs{.dim = d, .sizes = sizes});
 }
 Tensor Tensor::contiguous() const {
   if (!is_batched() && is_contiguous()) return *this;
@@ -292,9 +267,7 @@ Tensor Tensor::clone() const { return call_op1(OpId::clone, {*this}, {}); }
 Tensor Tensor::to(DType dtype) const {
   if (!defined()) throw_error<UndefinedTensorError>("[to] of an undefined tensor");
   if (dtype == this->dtype()) return *this;
-  OpAttrs a;
-  a.dtype = dtype;
-  return call_op1(OpId::to_dtype, {*this}, a);
+  return call_op1(OpId::to_dtype, {*this}, CastAttrs{.dtype = dtype});
 }
 
 Tensor Tensor::sum(const IntList& dims, bool keepdim) const { return td::sum(*this, dims, keepdim); }

@@ -237,7 +237,7 @@ TEST_CASE("a grouped conv ensemble on a shared input, and batched again by an ou
   REQUIRE(ys.shape() == Shape{3, 4, 2, 6, 5, 5});
   for (int a = 0; a < 3; ++a)
     for (int i = 0; i < 4; ++i) CHECK(close(ys[a][i], (*nets[i])({xs[a]}).tensor(), 1e-5));
-  OpAttrs bad;
+  ConvAttrs bad;
   bad.sets = 4;
   CHECK_THROWS_WITH_AS(call_op1(OpId::conv2d, {x, ones({6, 2, 3, 3})}, bad),
                        doctest::Contains("do not split into 4 sets"), ValueError);

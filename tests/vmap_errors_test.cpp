@@ -361,3 +361,14 @@ TEST_CASE("vmap: a batched tensor that escaped its vmap is refused in a later on
   other.join();
   CHECK(error.find("escaped the vmap") != std::string::npos);
 }
+
+TEST_CASE("call_op: attributes of another struct are a TypeError naming the op, under vmap too") {
+  Tensor x = ones({2, 3});
+  CHECK(has(message_of([&] { call_op1(OpId::softmax, {x}, ConvAttrs{}); }),
+            "[softmax] takes DimAttrs, got ConvAttrs"));
+  CHECK_THROWS_AS(call_op1(OpId::sum, {x}), TypeError);  // NoAttrs, the default
+  CHECK_THROWS_AS(vmap([](Tensor t) { return call_op1(OpId::transpose, {t}, SliceAttrs{}); })(x),
+                  TypeError);
+  CHECK(has(message_of([&] { vmap([](Tensor t) { return add(t, call_op1(OpId::rand, {})); })(x); }),
+            "[rand] takes RandomAttrs, got NoAttrs"));
+}

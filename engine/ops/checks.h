@@ -63,11 +63,11 @@ void check_channels(const char* op, const char* what, const Shape* t, int64_t c,
 // conv2d's shape checks on x [C, H, W] or [N, C, H, W], weight and bias (null if absent),
 // per-set shapes in its vmap rule, which folds the sets into N or the groups.
 void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape* b,
-                  const OpAttrs& a);
+                  const ConvAttrs& a);
 
 // max/avg_pool2d's checks of their parameters against x [C, H, W] or [N, C, H, W] (with
 // dilation: max_pool2d), per-set shapes in their vmap rule, which folds the sets into N.
-void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
+void check_pool2d(const char* op, const char* kind, const Shape& x, const PoolAttrs& a,
                   bool with_dilation);
 
 // The IndexError of an index outside [0, size) of dim (index_select, gather), and of one

@@ -14,7 +14,7 @@ namespace {
 // conv2d's geometry and shape checks on x [C, H, W] or [N, C, H, W] (rank checked by the
 // caller), w and b's (per-set, `kind`) shapes.
 kernels::ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, const Shape* b,
-                            const OpAttrs& a) {
+                            const ConvAttrs& a) {
   if (w.size() != 4)
     throw_error<ValueError>("[conv2d] weight must be 4-D [out, in/groups, kh, kw], got ", kind, " ",
                             w);
@@ -52,11 +52,12 @@ kernels::ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, co
 }  // namespace
 
 void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape* b,
-                  const OpAttrs& a) {
+                  const ConvAttrs& a) {
   conv_geom(kind, x, w, b, a);
 }
 
-std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<ConvAttrs>(OpId::conv2d, attrs);
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const Tensor b = opt_input(in, 2);
@@ -131,11 +132,10 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
   refuse_empty("stride", stride.values);
   refuse_empty("dilation", dilation.values);
   if (padding.mode.empty()) refuse_empty("padding", padding.values);
-  OpAttrs a;
-  a.stride = stride.values;
-  a.padding = padding.mode.empty() ? padding.values : IntList{0, 0};
-  a.dilation = dilation.values;
-  a.groups = groups;
+  ConvAttrs a{.stride = stride.values,
+              .padding = padding.mode.empty() ? padding.values : IntList{0, 0},
+              .dilation = dilation.values,
+              .groups = groups};
   const IntList& d = dilation.values;
   // what the op would refuse (no weight, one not 4-D or with an empty kernel, a dilation not
   // positive) it refuses with the shapes

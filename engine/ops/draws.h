@@ -9,7 +9,7 @@ namespace td::impl {
 
 // The n draws of one set of a random factory op (rand, randn or dropout_mask) into out, of
 // attrs.dtype, with (seed, stream, key): rand_impl's and friends' fill, shared with vmap's rule.
-void fill_random(OpId op, const OpAttrs& attrs, void* out, int64_t n, uint64_t seed,
+void fill_random(OpId op, const RandomAttrs& attrs, void* out, int64_t n, uint64_t seed,
                  uint64_t stream, uint64_t key);
 // Dropout of contiguous unbatched float x into out with the draws of (stream, key): the one-pass
 // kernel of dropout_impl, shared with vmap's dropout rule.

@@ -121,24 +121,26 @@ TD_UNARY_OPS(TD_X)
 
 std::vector<Tensor> gelu_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
   check_floating("gelu", only_input("gelu", in));  // no integer promotion: torch refuses them
-  return run_unary("gelu", attrs.flag ? UnaryKind::GeluTanh : UnaryKind::Gelu, UnaryRule::Float, in);
+  const bool tanh = attrs_as<GeluAttrs>(OpId::gelu, attrs).tanh_approximation;
+  return run_unary("gelu", tanh ? UnaryKind::GeluTanh : UnaryKind::Gelu, UnaryRule::Float, in);
 }
 std::vector<Tensor> clamp_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<ClampAttrs>(OpId::clamp, attrs);
   const Tensor& x = only_input("clamp", in);
-  if (!attrs.has_min && !attrs.has_max)
+  if (!a.min && !a.max)
     throw_error<ValueError>("[clamp] at least one of min and max must be given");
-  // flag: a bound was given as a floating scalar (set by clamp()).
-  DType out = promote_with_scalar(x.dtype(), attrs.flag);
+  DType out = promote_with_scalar(x.dtype(), a.floating_bound);
   // a bound must fit the result dtype, as torch checks (no silent inf bound for float32)
-  if (attrs.has_min) check_scalar_fits("clamp", attrs.value, out);
-  if (attrs.has_max) check_scalar_fits("clamp", attrs.value2, out);
+  if (a.min) check_scalar_fits("clamp", *a.min, out);
+  if (a.max) check_scalar_fits("clamp", *a.max, out);
   Tensor xc = out == x.dtype() ? x : x.to(out);
-  return {kernels::clamp(xc, attrs.value, attrs.value2, attrs.has_min, attrs.has_max)};
+  return {kernels::clamp(xc, a.min.value_or(Scalar()), a.max.value_or(Scalar()), a.min.has_value(),
+                         a.max.has_value())};
 }
 
 std::vector<Tensor> to_dtype_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
   const Tensor& x = only_input("to", in);
-  Tensor out = Tensor::empty(x.shape(), attrs.dtype);
+  Tensor out = Tensor::empty(x.shape(), attrs_as<CastAttrs>(OpId::to_dtype, attrs).dtype);
   kernels::copy_into(x, out);
   return {out};
 }
@@ -170,9 +172,7 @@ TD_UNARY_OPS(TD_X)
 #undef TD_X
 
 Tensor gelu(const Tensor& x, bool tanh_approximation) {
-  OpAttrs a;
-  a.flag = tanh_approximation;
-  return call_op1(OpId::gelu, {x}, a);
+  return call_op1(OpId::gelu, {x}, GeluAttrs{.tanh_approximation = tanh_approximation});
 }
 
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max) {
@@ -180,13 +180,8 @@ Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> m
   const bool bool_bounds = (min || max) && (!min || min->is_bool()) && (!max || max->is_bool());
   if (x.defined() && x.dtype() == DType::Bool && bool_bounds)
     throw_bool_not_implemented("clamp", {x.shape()});
-  OpAttrs a;
-  a.has_min = min.has_value();
-  a.has_max = max.has_value();
-  if (min) a.value = *min;
-  if (max) a.value2 = *max;
-  a.flag = (min && min->is_floating_point()) || (max && max->is_floating_point());
-  return call_op1(OpId::clamp, {x}, a);
+  const bool floating = (min && min->is_floating_point()) || (max && max->is_floating_point());
+  return call_op1(OpId::clamp, {x}, ClampAttrs{.min = min, .max = max, .floating_bound = floating});
 }
 
 namespace {

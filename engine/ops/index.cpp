@@ -30,7 +30,8 @@ void check_scalar_index_select(const Shape& index) {
                             "0-d), got index of ", shape_word(), " ", index);
 }
 
-std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<DimAttrs>(OpId::index_select, attrs);
   const Tensor& x = in[0];
   const Tensor& index = in[1];
   check_index_dtype("index_select", index);
@@ -67,7 +68,8 @@ std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs&
   return {out};
 }
 
-std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<DimAttrs>(OpId::gather, attrs);
   const Tensor& x = in[0];
   const Tensor& index = in[1];
   check_index_dtype("gather", index);
@@ -78,9 +80,7 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
   if (x.dim() != index.dim()) {
     normalize_dim("gather", a.dim, x.dim());
     const Tensor flat[] = {x.reshape({x.numel()}), index.reshape({index.numel()})};
-    OpAttrs a1 = a;
-    a1.dim = 0;
-    return {gather_impl(flat, a1)[0].reshape(index.shape())};
+    return {gather_impl(flat, DimAttrs{.dim = 0})[0].reshape(index.shape())};
   }
   const int64_t nd = x.dim();
   const int64_t dim = normalize_dim("gather", a.dim, nd);
@@ -117,15 +117,11 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& a) {
 }  // namespace impl
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
-  OpAttrs a;
-  a.dim = dim;
-  return call_op1(OpId::index_select, {x, index}, a);
+  return call_op1(OpId::index_select, {x, index}, DimAttrs{.dim = dim});
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
-  OpAttrs a;
-  a.dim = dim;
-  return call_op1(OpId::gather, {x, index}, a);
+  return call_op1(OpId::gather, {x, index}, DimAttrs{.dim = dim});
 }
 
 }  // namespace td

@@ -120,7 +120,8 @@ std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
   return {self};
 }
 
-std::vector<Tensor> fill__impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> fill__impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<FillAttrs>(OpId::fill_, attrs);
   const Tensor& self = in[0];
   check_scalar_fits("fill_", a.value, self.dtype());
   // Every element gets the one value, so an expanded self is allowed, as in torch: the
@@ -193,9 +194,7 @@ const Tensor& copy_(const Tensor& self, const Tensor& src) {
 }
 
 const Tensor& fill_(const Tensor& self, Scalar value) {
-  OpAttrs a;
-  a.value = value;
-  call_op1(OpId::fill_, {self}, a);
+  call_op1(OpId::fill_, {self}, FillAttrs{.value = value});
   return self;
 }
 

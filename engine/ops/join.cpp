@@ -63,7 +63,8 @@ void check_stack(std::span<const Shape> shapes, const char* kind) {
                               "; stack needs equal shapes");
 }
 
-std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<DimAttrs>(OpId::cat, attrs);
   const int64_t dim = check_cat(shapes_of(in), a.dim, shape_word());
   DType dtype = in[0].dtype();
   Shape shape{0};  // all skipped
@@ -89,15 +90,14 @@ std::vector<Tensor> cat_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return {out};
 }
 
-std::vector<Tensor> stack_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> stack_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<DimAttrs>(OpId::stack, attrs);
   check_stack(shapes_of(in), shape_word());
   const int64_t dim = normalize_insert_dim("stack", a.dim, in[0].dim());
   std::vector<Tensor> parts;
   parts.reserve(in.size());
   for (const Tensor& t : in) parts.push_back(t.unsqueeze(dim));
-  OpAttrs ca;
-  ca.dim = dim;
-  return cat_impl(parts, ca);
+  return cat_impl(parts, DimAttrs{.dim = dim});
 }
 
 int64_t check_split(const Shape& x, int64_t dim, const IntList& sizes, const char* kind) {
@@ -116,32 +116,27 @@ int64_t check_split(const Shape& x, int64_t dim, const IntList& sizes, const cha
   return d;
 }
 
-std::vector<Tensor> split_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> split_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<SplitAttrs>(OpId::split, attrs);
   const Tensor& x = in[0];
-  return split_views(x, a.sizes, check_split(x.shape(), a.dim, a.sizes, shape_word()));
+  return split_views(x, a.sections, check_split(x.shape(), a.dim, a.sections, shape_word()));
 }
 
 }  // namespace impl
 
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
-  OpAttrs a;
-  a.dim = dim;
   if (tensors.empty()) throw_error<ValueError>("[cat] expects a non-empty list of tensors");
-  return call_op(OpId::cat, tensors, a)[0];
+  return call_op(OpId::cat, tensors, DimAttrs{.dim = dim})[0];
 }
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
-  OpAttrs a;
-  a.dim = dim;
   if (tensors.empty()) throw_error<ValueError>("[stack] expects a non-empty list of tensors");
-  return call_op(OpId::stack, tensors, a)[0];
+  return call_op(OpId::stack, tensors, DimAttrs{.dim = dim})[0];
 }
 
 std::vector<Tensor> split(const Tensor& x, const IntList& sizes, int64_t dim) {
-  OpAttrs a;
-  a.sizes = sizes;
-  a.dim = dim;
-  return call_op(OpId::split, std::span<const Tensor>(&x, 1), a);
+  return call_op(OpId::split, std::span<const Tensor>(&x, 1),
+                 SplitAttrs{.dim = dim, .sections = sizes});
 }
 
 std::vector<Tensor> split(const Tensor& x, int64_t split_size, int64_t dim) {

@@ -110,8 +110,8 @@ DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, D
   return b ? gemm_dtype("linear", t, bt, what, w, *b) : t;
 }
 
-// attrs.flag: linear_relu (ReLU applied as the GEMM's output is stored).
 std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const bool fused_relu = attrs_as<LinearAttrs>(OpId::linear, attrs).fused_relu;
   if (in.size() < 2 || in.size() > 3)
     throw_error<ValueError>("[linear] expects 2 or 3 inputs, got ", in.size());
   const Tensor& x0 = in[0];
@@ -124,8 +124,8 @@ std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const int64_t in_f = w.size(1), out_f = w.size(0);
   Shape lead(x.shape().begin(), x.shape().end() - 1);
   Tensor x2 = x.dim() == 2 ? x : x.reshape({shape_numel(lead), in_f});
-  Tensor y = kernels::gemm_nt(x2.unsqueeze(0), w.unsqueeze(0),
-                              b.defined() ? b.unsqueeze(0) : b, attrs.flag);
+  Tensor y = kernels::gemm_nt(x2.unsqueeze(0), w.unsqueeze(0), b.defined() ? b.unsqueeze(0) : b,
+                              fused_relu);
   Shape out_shape = lead;
   out_shape.push_back(out_f);
   return {y.view(out_shape)};
@@ -168,14 +168,12 @@ Tensor vector_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) 
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (weight.defined() && weight.dim() == 1) return vector_linear(x, weight, bias);
-  return call_op1(OpId::linear, {x, weight, bias});
+  return call_op1(OpId::linear, {x, weight, bias}, LinearAttrs{});
 }
 
 Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   if (weight.defined() && weight.dim() == 1) return relu(vector_linear(x, weight, bias));
-  OpAttrs attrs;
-  attrs.flag = true;
-  return call_op1(OpId::linear, {x, weight, bias}, attrs);
+  return call_op1(OpId::linear, {x, weight, bias}, LinearAttrs{.fused_relu = true});
 }
 
 }  // namespace td

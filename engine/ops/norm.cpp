@@ -63,16 +63,17 @@ void check_layer_norm(const char* what, const Shape& x, const Shape& ns, const S
                               " does not match normalized_shape ", ns);
 }
 
-std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<LayerNormAttrs>(OpId::layer_norm, attrs);
   const Tensor& x = in[0];
   const Tensor w = opt_input(in, 1), b = opt_input(in, 2);
-  const Shape& ns = a.sizes;
+  const Shape& ns = a.normalized_shape;
   check_floating("layer_norm", x);
   check_same_dtype("layer_norm", x, w, "weight");
   check_same_dtype("layer_norm", x, b, "bias");
-  // a.flag (vmap's rule with per-set weights): x [a.sets, ...], w and b [a.sets, *ns], each set's
-  // rows with its own, so a set's bits are those of its call alone
-  const bool stacked = a.flag;
+  // per_set_affine (vmap's rule with per-set weights): x [a.sets, ...], w and b [a.sets, *ns],
+  // each set's rows with its own, so a set's bits are those of its call alone
+  const bool stacked = a.per_set_affine;
   const int64_t sets = stacked ? a.sets : 1;
   Shape stacked_ns = ns;
   stacked_ns.insert(stacked_ns.begin(), sets);
@@ -94,19 +95,20 @@ std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   Tensor xc = x.contiguous();
   if (x.dtype() == DType::Float32)
     kernels::layer_norm_rows(xc.data<float>(), out.data<float>(), rows, d, wv.data(), bv.data(),
-                             a.alpha, rows / sets);
+                             a.eps, rows / sets);
   else
     kernels::layer_norm_rows(xc.data<double>(), out.data<double>(), rows, d, wv.data(), bv.data(),
-                             a.alpha, rows / sets);
+                             a.eps, rows / sets);
   return {out};
 }
 
-std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<BatchNormAttrs>(OpId::batch_norm, attrs);
   const Tensor& x = in[0];
   const Tensor rm = opt_input(in, 1), rv = opt_input(in, 2);
   const Tensor w = opt_input(in, 3), b = opt_input(in, 4);
   const bool training = a.training;
-  const double momentum = a.alpha, eps = a.beta;
+  const double momentum = a.momentum, eps = a.eps;
   check_batch_norm(shape_word(), x.shape(), shape_or_null(rm), shape_or_null(rv), shape_or_null(w),
                    shape_or_null(b), training);
   check_floating("batch_norm", x);
@@ -157,19 +159,14 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
-  OpAttrs a;
-  a.sizes = normalized_shape;
-  a.alpha = eps;
-  return call_op1(OpId::layer_norm, {x, weight, bias}, a);
+  return call_op1(OpId::layer_norm, {x, weight, bias},
+                  LayerNormAttrs{.normalized_shape = normalized_shape, .eps = eps});
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
-  OpAttrs a;
-  a.training = training;
-  a.alpha = momentum;
-  a.beta = eps;
+  const BatchNormAttrs a{.training = training, .momentum = momentum, .eps = eps};
   return call_op1(OpId::batch_norm, {x, running_mean, running_var, weight, bias}, a);
 }
 

@@ -25,10 +25,10 @@ int64_t pool_out(int64_t room, int64_t s, int64_t n, int64_t p, bool ceil_mode) 
 }
 
 // x: [C, H, W] or [N, C, H, W] (rank checked by the caller), a (per-set, `kind`) shape.
-kernels::PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
+kernels::PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, const PoolAttrs& a,
                             bool with_dilation) {
   kernels::PoolGeom g{};
-  g.k = pair_param(op, "kernel_size", a.sizes, 1);
+  g.k = pair_param(op, "kernel_size", a.kernel, 1);
   g.stride = a.stride.empty() ? g.k : pair_param(op, "stride", a.stride, 1);
   g.pad = pair_param(op, "padding", a.padding.empty() ? IntList{0} : a.padding, 0);
   g.dil = with_dilation
@@ -38,7 +38,7 @@ kernels::PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, co
     if (g.pad[d] > g.k[d] / 2)
       throw_error<ValueError>("[", op,
                               "] padding should be at most half of kernel size, got padding ",
-                              a.padding, " and kernel_size ", a.sizes);
+                              a.padding, " and kernel_size ", a.kernel);
   const size_t r = x.size();
   g.n = r == 4 ? x[0] : 1;
   g.c = x[r - 3];
@@ -46,16 +46,16 @@ kernels::PoolGeom pool_geom(const char* op, const char* kind, const Shape& x, co
   g.w = x[r - 1];
   const int64_t ny = window_room(op, x, g.h, g.pad[0], g.k[0], g.dil[0]);
   const int64_t nx = window_room(op, x, g.w, g.pad[1], g.k[1], g.dil[1]);
-  g.oh = pool_out(ny, g.stride[0], g.h, g.pad[0], a.flag);  // flag: ceil_mode
-  g.ow = pool_out(nx, g.stride[1], g.w, g.pad[1], a.flag);
+  g.oh = pool_out(ny, g.stride[0], g.h, g.pad[0], a.ceil_mode);
+  g.ow = pool_out(nx, g.stride[1], g.w, g.pad[1], a.ceil_mode);
   if (g.oh < 1 || g.ow < 1)
     throw_error<ValueError>("[", op, "] input of ", kind, " ", x, " is too small for kernel ",
-                            a.sizes, " with padding ", g.pad[0], "x", g.pad[1], " and dilation ",
-                            g.dil[0], "x", g.dil[1], (a.flag ? " (ceil_mode)" : ""));
+                            a.kernel, " with padding ", g.pad[0], "x", g.pad[1], " and dilation ",
+                            g.dil[0], "x", g.dil[1], (a.ceil_mode ? " (ceil_mode)" : ""));
   return g;
 }
 
-std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const OpAttrs& a,
+std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const PoolAttrs& a,
                               bool is_max) {
   const Tensor& x = in[0];
   Tensor x4 = as_4d(op, x);
@@ -66,7 +66,8 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
   Tensor idx = with_indices ? Tensor::empty(out.shape(), DType::Int64) : Tensor();
   int64_t* ip = with_indices ? idx.data<int64_t>() : nullptr;
   count_kernel(KernelKind::Other);
-  if (out.numel() > 0) kernels::pool2d(x4, out, ip, g, is_max, a.divisor, a.count_include_pad);
+  if (out.numel() > 0)
+    kernels::pool2d(x4, out, ip, g, is_max, a.divisor_override.value_or(0), a.count_include_pad);
   auto shaped = [&](const Tensor& t) { return x.dim() == 3 ? t.squeeze(0) : t; };
   if (with_indices) return {shaped(out), shaped(idx)};
   return {shaped(out)};
@@ -74,31 +75,29 @@ std::vector<Tensor> pool_impl(const char* op, std::span<const Tensor> in, const 
 
 }  // namespace
 
-void check_pool2d(const char* op, const char* kind, const Shape& x, const OpAttrs& a,
+void check_pool2d(const char* op, const char* kind, const Shape& x, const PoolAttrs& a,
                   bool with_dilation) {
   pool_geom(op, kind, x, a, with_dilation);
 }
 
-std::vector<Tensor> max_pool2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
-  return pool_impl("max_pool2d", in, a, true);
+std::vector<Tensor> max_pool2d_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return pool_impl("max_pool2d", in, attrs_as<PoolAttrs>(OpId::max_pool2d, attrs), true);
 }
 
-std::vector<Tensor> avg_pool2d_impl(std::span<const Tensor> in, const OpAttrs& a) {
-  return pool_impl("avg_pool2d", in, a, false);
+std::vector<Tensor> avg_pool2d_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return pool_impl("avg_pool2d", in, attrs_as<PoolAttrs>(OpId::avg_pool2d, attrs), false);
 }
 
 }  // namespace impl
 
 namespace {
-OpAttrs max_pool_attrs(const IntOrList& kernel_size, const IntOrList& stride,
-                       const IntOrList& padding, const IntOrList& dilation, bool ceil_mode) {
-  OpAttrs a;
-  a.flag = ceil_mode;
-  a.sizes = kernel_size.values;
-  a.stride = stride.values;
-  a.padding = padding.values;
-  a.dilation = dilation.values;
-  return a;
+PoolAttrs max_pool_attrs(const IntOrList& kernel_size, const IntOrList& stride,
+                         const IntOrList& padding, const IntOrList& dilation, bool ceil_mode) {
+  return {.kernel = kernel_size.values,
+          .stride = stride.values,
+          .padding = padding.values,
+          .dilation = dilation.values,
+          .ceil_mode = ceil_mode};
 }
 }  // namespace
 
@@ -106,7 +105,7 @@ std::tuple<Tensor, Tensor> max_pool2d_with_indices(const Tensor& x, const IntOrL
                                                    const IntOrList& stride,
                                                    const IntOrList& padding,
                                                    const IntOrList& dilation, bool ceil_mode) {
-  OpAttrs a = max_pool_attrs(kernel_size, stride, padding, dilation, ceil_mode);
+  PoolAttrs a = max_pool_attrs(kernel_size, stride, padding, dilation, ceil_mode);
   a.with_indices = true;
   const Tensor in[] = {x};
   std::vector<Tensor> r = call_op(OpId::max_pool2d, in, a);
@@ -125,13 +124,12 @@ Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList
   if (divisor_override == 0)
     throw_error<ValueError>("[avg_pool2d] divisor_override must be nonzero, got 0 (input of ", shape_word(), " ",
                             x.shape(), ")");
-  OpAttrs a;
-  a.flag = ceil_mode;
-  a.count_include_pad = count_include_pad;
-  a.divisor = divisor_override.value_or(0);
-  a.sizes = kernel_size.values;
-  a.stride = stride.values;
-  a.padding = padding.values;
+  const PoolAttrs a{.kernel = kernel_size.values,
+                    .stride = stride.values,
+                    .padding = padding.values,
+                    .ceil_mode = ceil_mode,
+                    .count_include_pad = count_include_pad,
+                    .divisor_override = divisor_override};
   return call_op1(OpId::avg_pool2d, {x}, a);
 }
 

@@ -22,12 +22,13 @@ void check_probability(const char* op, double p) {
 namespace impl {
 namespace {
 
-std::vector<Tensor> draw(OpId id, const OpAttrs& attrs) {
+std::vector<Tensor> draw(OpId id, const OpAttrs& any) {
   const char* op = op_name(id);
-  check_sizes(op, attrs.sizes);
+  const auto& attrs = attrs_as<RandomAttrs>(id, any);
+  check_sizes(op, attrs.shape);
   if (!is_floating(attrs.dtype))
     throw_error<TypeError>("[", op, "] needs a floating dtype, got ", dtype_name(attrs.dtype));
-  Tensor out = Tensor::empty(attrs.sizes, attrs.dtype);
+  Tensor out = Tensor::empty(attrs.shape, attrs.dtype);
   const uint64_t stream = next_rng_stream();
   const RngState st = rng_state();
   count_kernel(KernelKind::Random);
@@ -37,12 +38,12 @@ std::vector<Tensor> draw(OpId id, const OpAttrs& attrs) {
 
 }  // namespace
 
-void fill_random(OpId op, const OpAttrs& attrs, void* out, int64_t n, uint64_t seed,
+void fill_random(OpId op, const RandomAttrs& attrs, void* out, int64_t n, uint64_t seed,
                  uint64_t stream, uint64_t key) {
   if (op == OpId::dropout_mask) {
     if (attrs.dtype != DType::Float32)
       throw_error<TypeError>("[dropout_mask] draws float32 masks, got ", dtype_name(attrs.dtype));
-    kernels::philox_keep_mask(static_cast<float*>(out), n, attrs.alpha, seed, stream, key);
+    kernels::philox_keep_mask(static_cast<float*>(out), n, attrs.p, seed, stream, key);
   } else if (attrs.dtype == DType::Float32) {
     auto* p = static_cast<float*>(out);
     op == OpId::randn ? kernels::philox_normal(p, n, seed, stream, key, 0)
@@ -100,9 +101,10 @@ std::vector<Tensor> bernoulli_impl(std::span<const Tensor> in, const OpAttrs&) {
   return {lt(rand(p.shape(), p.dtype()), p).to(p.dtype())};
 }
 
-std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& any) {
+  const auto& attrs = attrs_as<RandomAttrs>(OpId::dropout, any);
   const Tensor& x = single("dropout", in);
-  const double p = attrs.alpha;
+  const double p = attrs.p;
   if (!is_floating(x.dtype()))
     throw_error<TypeError>("[dropout] input of shape ", shape_str(x.shape()),
                            " needs a floating dtype, got ", dtype_name(x.dtype()));
@@ -128,36 +130,23 @@ std::vector<Tensor> dropout_impl(std::span<const Tensor> in, const OpAttrs& attr
 }  // namespace impl
 
 Tensor rand(const Shape& shape, DType dtype) {
-  OpAttrs a;
-  a.sizes = shape;
-  a.dtype = dtype;
-  return call_op1(OpId::rand, {}, a);
+  return call_op1(OpId::rand, {}, RandomAttrs{.shape = shape, .dtype = dtype});
 }
 Tensor randn(const Shape& shape, DType dtype) {
-  OpAttrs a;
-  a.sizes = shape;
-  a.dtype = dtype;
-  return call_op1(OpId::randn, {}, a);
+  return call_op1(OpId::randn, {}, RandomAttrs{.shape = shape, .dtype = dtype});
 }
 Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.dtype()); }
 Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.dtype()); }
 Tensor bernoulli(const Tensor& p) { return call_op1(OpId::bernoulli, {p}, {}); }
 Tensor dropout_mask(const Shape& shape, double p) {
   check_probability("dropout_mask", p);
-  OpAttrs a;
-  a.sizes = shape;
-  a.dtype = kFloat32;
-  a.alpha = p;
-  return call_op1(OpId::dropout_mask, {}, a);
+  return call_op1(OpId::dropout_mask, {}, RandomAttrs{.shape = shape, .dtype = kFloat32, .p = p});
 }
 
 Tensor dropout(const Tensor& x, double p, bool training) {
   check_probability("dropout", p);
   if (!training || p == 0) return x;
-  OpAttrs a;
-  a.alpha = p;
-  a.training = training;
-  return call_op1(OpId::dropout, {x}, a);
+  return call_op1(OpId::dropout, {x}, RandomAttrs{.p = p, .training = training});
 }
 
 }  // namespace td

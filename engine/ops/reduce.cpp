@@ -80,10 +80,11 @@ IntList check_reduce(OpId op, const Shape& x, DType t, const IntList& dims, cons
 
 namespace {
 
-std::vector<Tensor> run_reduce(OpId op, std::span<const Tensor> in, const OpAttrs& attrs) {
+std::vector<Tensor> run_reduce(OpId op, std::span<const Tensor> in, const OpAttrs& any) {
+  const auto& attrs = attrs_as<ReduceAttrs>(op, any);
   const Tensor& x = single(op_name(op), in);
   const IntList dims = check_reduce(op, x.shape(), x.dtype(), attrs.dims, shape_word());
-  return {kernels::reduce(reduce_kind(op), x, dims, attrs.keepdim, attrs.flag)};
+  return {kernels::reduce(reduce_kind(op), x, dims, attrs.keepdim, attrs.unbiased)};
 }
 
 }  // namespace
@@ -105,12 +106,8 @@ TD_REDUCE(argmin)
 }  // namespace impl
 
 namespace {
-OpAttrs reduce_attrs(const IntList& dims, bool keepdim, bool unbiased = false) {
-  OpAttrs a;
-  a.dims = dims;
-  a.keepdim = keepdim;
-  a.flag = unbiased;
-  return a;
+ReduceAttrs reduce_attrs(const IntList& dims, bool keepdim, bool unbiased = false) {
+  return {.dims = dims, .keepdim = keepdim, .unbiased = unbiased};
 }
 }  // namespace
 

@@ -63,15 +63,18 @@ Tensor view_as(const Tensor& x, const Shape& requested, const char* op, bool all
 
 namespace impl {
 
-std::vector<Tensor> view_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> view_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<SizesAttrs>(OpId::view, attrs);
   return {view_as(in[0], a.sizes, "view", false)};
 }
 
-std::vector<Tensor> reshape_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> reshape_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<SizesAttrs>(OpId::reshape, attrs);
   return {view_as(in[0], a.sizes, "reshape", true)};
 }
 
-std::vector<Tensor> permute_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> permute_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<DimsAttrs>(OpId::permute, attrs);
   const Tensor& x = in[0];
   int64_t n = x.dim();
   if (static_cast<int64_t>(a.dims.size()) != n)
@@ -90,10 +93,11 @@ std::vector<Tensor> permute_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return {make_view(x, s, st, x.offset())};
 }
 
-std::vector<Tensor> transpose_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> transpose_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<TransposeAttrs>(OpId::transpose, attrs);
   const Tensor& x = in[0];
-  int64_t d0 = normalize_dim("transpose", a.dim, x.dim());
-  int64_t d1 = normalize_dim("transpose", a.dim2, x.dim());
+  int64_t d0 = normalize_dim("transpose", a.dim0, x.dim());
+  int64_t d1 = normalize_dim("transpose", a.dim1, x.dim());
   if (x.dim() == 0) return {x};
   Shape s = x.shape();
   Strides st = x.strides();
@@ -102,7 +106,8 @@ std::vector<Tensor> transpose_impl(std::span<const Tensor> in, const OpAttrs& a)
   return {make_view(x, s, st, x.offset())};
 }
 
-std::vector<Tensor> unsqueeze_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> unsqueeze_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<DimAttrs>(OpId::unsqueeze, attrs);
   const Tensor& x = in[0];
   int64_t d = normalize_insert_dim("unsqueeze", a.dim, x.dim());
   Shape s = x.shape();
@@ -113,7 +118,8 @@ std::vector<Tensor> unsqueeze_impl(std::span<const Tensor> in, const OpAttrs& a)
   return {make_view(x, s, st, x.offset())};
 }
 
-std::vector<Tensor> squeeze_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> squeeze_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<DimsAttrs>(OpId::squeeze, attrs);
   const Tensor& x = in[0];
   std::vector<bool> drop(x.dim(), false);
   if (a.dims.empty()) {
@@ -162,7 +168,8 @@ Shape expand_shape(const Shape& x, const Shape& req, const char* kind) {
   return s;
 }
 
-std::vector<Tensor> expand_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> expand_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<SizesAttrs>(OpId::expand, attrs);
   const Tensor& x = in[0];
   const Shape s = expand_shape(x.shape(), a.sizes, shape_word());
   const int64_t n = static_cast<int64_t>(s.size()), lead = n - x.dim();
@@ -182,10 +189,11 @@ int64_t check_select(const Shape& x, int64_t dim, int64_t index, const char* kin
   return d;
 }
 
-std::vector<Tensor> select_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> select_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<SelectAttrs>(OpId::select, attrs);
   const Tensor& x = in[0];
-  const int64_t d = check_select(x.shape(), a.dim, a.start, shape_word());
-  int64_t n = x.shape()[d], i = a.start;
+  const int64_t d = check_select(x.shape(), a.dim, a.index, shape_word());
+  int64_t n = x.shape()[d], i = a.index;
   if (i < 0) i += n;
   Shape s = x.shape();
   Strides st = x.strides();
@@ -195,7 +203,8 @@ std::vector<Tensor> select_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return {make_view(x, s, st, off)};
 }
 
-std::vector<Tensor> slice_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> slice_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<SliceAttrs>(OpId::slice, attrs);
   const Tensor& x = in[0];
   if (x.dim() == 0) throw_error<IndexError>("[slice] cannot slice a 0-d tensor");
   int64_t d = normalize_dim("slice", a.dim, x.dim());
@@ -211,17 +220,18 @@ std::vector<Tensor> slice_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return {make_view(x, s, st, off)};
 }
 
-std::vector<Tensor> flatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> flatten_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<FlattenAttrs>(OpId::flatten, attrs);
   const Tensor& x = in[0];
   if (x.dim() == 0) {  // to [1]; its dims are 0 or -1, as torch (nn.Flatten's start 1 is not)
-    normalize_dim("flatten", a.dim, 0);
-    normalize_dim("flatten", a.dim2, 0);
+    normalize_dim("flatten", a.start_dim, 0);
+    normalize_dim("flatten", a.end_dim, 0);
     return {view_as(x, {1}, "flatten", true)};
   }
-  int64_t s0 = normalize_dim("flatten", a.dim, x.dim());
-  int64_t s1 = normalize_dim("flatten", a.dim2, x.dim());
+  int64_t s0 = normalize_dim("flatten", a.start_dim, x.dim());
+  int64_t s1 = normalize_dim("flatten", a.end_dim, x.dim());
   if (s0 > s1)
-    throw_error<ValueError>("[flatten] start_dim ", a.dim, " comes after end_dim ", a.dim2,
+    throw_error<ValueError>("[flatten] start_dim ", a.start_dim, " comes after end_dim ", a.end_dim,
                             " for ", shape_word(), " ", x.shape());
   Shape s(x.shape().begin(), x.shape().begin() + s0);
   s.push_back(checked_numel("flatten", Shape(x.shape().begin() + s0, x.shape().begin() + s1 + 1)));
@@ -229,7 +239,8 @@ std::vector<Tensor> flatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
   return {view_as(x, s, "flatten", true)};
 }
 
-std::vector<Tensor> unflatten_impl(std::span<const Tensor> in, const OpAttrs& a) {
+std::vector<Tensor> unflatten_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  const auto& a = attrs_as<UnflattenAttrs>(OpId::unflatten, attrs);
   const Tensor& x = in[0];
   // normalize_dim takes dim 0 of a 0-d tensor, which has no dim to split
   if (x.dim() == 0)

@@ -6,9 +6,9 @@
 namespace td::rules {
 namespace {
 
-Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const OpAttrs& a, int64_t groups,
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvAttrs& a, int64_t groups,
             int64_t sets = 1) {
-  OpAttrs c = a;
+  ConvAttrs c = a;
   c.groups = groups;
   c.sets = sets;
   return call_op1(OpId::conv2d, {x, w, b}, c);
@@ -22,7 +22,8 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const OpAttrs& a,
 // A call with sets > 1 (an inner vmap's shared-input ensemble, batched again here) is the
 // grouped conv it equals: the input's channels repeated once per set, groups * sets.
 std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched> in,
-                                 const OpAttrs& attrs) {
+                                 const OpAttrs& any) {
+  const auto& attrs = attrs_as<ConvAttrs>(ctx.op, any);
   Batched x = in[0], w = in[1];
   Batched b = in.size() > 2 ? in[2] : Batched{};
   if (attrs.sets > 1) {
@@ -31,7 +32,7 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
     Shape s = xf.shape();
     s.insert(s.begin() + cd, attrs.sets);
     Tensor rep = xf.unsqueeze(cd).expand(s).flatten(cd, cd + 1);
-    OpAttrs a = attrs;
+    ConvAttrs a = attrs;
     a.groups *= attrs.sets;
     a.sets = 1;
     std::vector<Batched> in2{{rep, x.bdim ? std::optional<int64_t>(0) : std::nullopt}, w, b};

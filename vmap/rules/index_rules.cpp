@@ -16,7 +16,7 @@ std::vector<Batched> index_select_rule(const RuleContext& ctx, std::span<const B
   const Batched& x = in[0];
   const Batched& idx = in[1];
   int64_t r = logical_rank(x);
-  int64_t d = wrap_dim("index_select", attrs.dim, r);
+  int64_t d = wrap_dim("index_select", attrs_as<DimAttrs>(ctx.op, attrs).dim, r);
   if (!idx.bdim) {
     Tensor xf = move_bdim_to_front(x);
     if (r == 0) {
@@ -58,7 +58,7 @@ std::vector<Batched> index_select_rule(const RuleContext& ctx, std::span<const B
 std::vector<Batched> gather_rule(const RuleContext& ctx, std::span<const Batched> in,
                                  const OpAttrs& attrs) {
   int64_t r = logical_rank(in[0]), ri = logical_rank(in[1]);
-  int64_t d = wrap_dim("gather", attrs.dim, r);
+  int64_t d = wrap_dim("gather", attrs_as<DimAttrs>(ctx.op, attrs).dim, r);
   if (std::max<int64_t>(r, 1) != std::max<int64_t>(ri, 1))
     throw_error<ValueError>("[gather] index of per-set shape ", shape_str(per_set_shape(in[1])),
                             " must have as many dims as input of per-set shape ",

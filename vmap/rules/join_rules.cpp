@@ -8,7 +8,8 @@ namespace {
 
 // [B*] ... , dim -> B*, dim + 1
 std::vector<Batched> join_rule(const RuleContext& ctx, std::span<const Batched> in,
-                               const OpAttrs& attrs) {
+                               const OpAttrs& any) {
+  const auto& attrs = attrs_as<DimAttrs>(ctx.op, any);
   const char* name = op_name(ctx.op);
   // the stacked call below would name the stacked shapes
   std::vector<Shape> shapes;
@@ -31,17 +32,18 @@ std::vector<Batched> join_rule(const RuleContext& ctx, std::span<const Batched> 
   if (args.empty()) return one(Tensor::empty({ctx.batch_size, 0}, dtype), 0);
   if (args[0].dtype() != dtype) args[0] = args[0].to(dtype);
   int64_t r = logical_rank(in[first]) + (ctx.op == OpId::stack ? 1 : 0);
-  OpAttrs a = attrs;
+  DimAttrs a = attrs;
   a.dim = normalize_dim(name, attrs.dim, r) + 1;
   return one(call_op(ctx.op, args, a)[0], 0);
 }
 
 // B*, dim -> [B*] pieces, dim + 1
 std::vector<Batched> split_rule(const RuleContext& ctx, std::span<const Batched> in,
-                                const OpAttrs& attrs) {
+                                const OpAttrs& any) {
+  const auto& attrs = attrs_as<SplitAttrs>(ctx.op, any);
   Tensor x = move_bdim_to_front(in[0]);
-  OpAttrs a = attrs;
-  a.dim = impl::check_split(per_set_shape(in[0]), attrs.dim, attrs.sizes, "per-set shape") + 1;
+  SplitAttrs a = attrs;
+  a.dim = impl::check_split(per_set_shape(in[0]), attrs.dim, attrs.sections, "per-set shape") + 1;
   std::vector<Batched> out;
   for (auto& t : call_op(ctx.op, {&x, 1}, a)) out.push_back({t, 0});
   return out;

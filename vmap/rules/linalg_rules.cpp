@@ -38,7 +38,7 @@ std::vector<Batched> matmul_rule(const RuleContext&, std::span<const Batched> in
   return one(out, 0);
 }
 
-// linear(x, w, b?), relu fused when attrs.flag (linear_relu):
+// linear(x, w, b?), relu fused when fused_relu (linear_relu):
 //   B*I, OI, O?      -> B*O           (x's bdim stays where it is unless it is the last dim)
 //   *I, BOI, (B)O?   -> B*O           (the shared x against each set's weights)
 //   B*I, BOI, (B)O?  -> B*O           (one batched GEMM, bias and ReLU in its output pass)
@@ -50,7 +50,7 @@ std::vector<Batched> linear_rule(const RuleContext& ctx, std::span<const Batched
   const Batched& x = in[0];
   const Batched& w = in[1];
   Batched bias = in.size() > 2 ? in[2] : Batched{};
-  const bool fuse_relu = attrs.flag;
+  const bool fuse_relu = attrs_as<LinearAttrs>(ctx.op, attrs).fused_relu;
   auto act = [&](Tensor t) { return fuse_relu ? relu(t) : t; };
   int64_t bsz = ctx.batch_size;
   // every path below assumes a 2-D weight and a matching bias: check the per-set shapes as a

@@ -7,10 +7,11 @@ namespace td::rules {
 namespace {
 
 // layer_norm(x, w?, b?): B*N -> B*N with the bdim in front (normalized dims are trailing);
-// batched w/b at a single level: one call with every set's weights (attrs.sets), each set's rows
-// with its own, so a set gets the bits of its call alone.
+// batched w/b at a single level: one call with every set's weights (per_set_affine, sets), each
+// set's rows with its own, so a set gets the bits of its call alone.
 std::vector<Batched> layer_norm_rule(const RuleContext& ctx, std::span<const Batched> in,
-                                     const OpAttrs& attrs) {
+                                     const OpAttrs& any) {
+  const auto& attrs = attrs_as<LayerNormAttrs>(ctx.op, any);
   const Batched& x = in[0];
   Batched w = in.size() > 1 ? in[1] : Batched{};
   Batched b = in.size() > 2 ? in[2] : Batched{};
@@ -18,16 +19,16 @@ std::vector<Batched> layer_norm_rule(const RuleContext& ctx, std::span<const Bat
   impl::check_floating("layer_norm", x.value);
   impl::check_same_dtype("layer_norm", x.value, w.value, "weight");
   impl::check_same_dtype("layer_norm", x.value, b.value, "bias");
-  impl::check_layer_norm("per-set shape", per_set_shape(x), attrs.sizes, OptShape(w).get(),
-                         OptShape(b).get());
-  double eps = attrs.alpha;
+  impl::check_layer_norm("per-set shape", per_set_shape(x), attrs.normalized_shape,
+                         OptShape(w).get(), OptShape(b).get());
+  double eps = attrs.eps;
   if (!w.bdim && !b.bdim)
-    return one(layer_norm(move_bdim_to_front(x), attrs.sizes, w.value, b.value, eps), 0);
+    return one(layer_norm(move_bdim_to_front(x), attrs.normalized_shape, w.value, b.value, eps), 0);
   auto outer = [](const Batched& p) { return p.value.defined() && p.value.is_batched(); };
   const int64_t sets = ctx.batch_size;
   if (!active_levels().empty() || outer(x) || outer(w) || outer(b)) {
     // nested levels: normalise without w and b, then B*N * B1..N + B1..N
-    Tensor y = layer_norm(move_bdim_to_front(x), attrs.sizes, {}, {}, eps);
+    Tensor y = layer_norm(move_bdim_to_front(x), attrs.normalized_shape, {}, {}, eps);
     Batched yb{y, x.bdim ? std::optional<int64_t>(0) : std::nullopt};
     int64_t r = logical_rank(yb);
     auto aligned = [&](const Batched& p) { return p.bdim ? front_and_pad(p, r) : p.value; };
@@ -35,15 +36,15 @@ std::vector<Batched> layer_norm_rule(const RuleContext& ctx, std::span<const Bat
     if (b.value.defined()) y = add(y, aligned(b));
     return one(y, 0);  // bdim-front: at least one of x, w, b is batched
   }
-  Shape stacked = attrs.sizes;
+  Shape stacked = attrs.normalized_shape;
   stacked.insert(stacked.begin(), sets);
   auto per_set = [&](const Batched& p) -> Tensor {
     if (!p.value.defined()) return {};
     return (p.bdim ? move_bdim_to_front(p) : p.value.unsqueeze(0).expand(stacked)).contiguous();
   };
   const Tensor args[] = {ensure_has_bdim(x, sets), per_set(w), per_set(b)};
-  OpAttrs a = attrs;
-  a.flag = true;
+  LayerNormAttrs a = attrs;
+  a.per_set_affine = true;
   a.sets = sets;
   return one(call_op(OpId::layer_norm, args, a)[0], 0);
 }
@@ -53,7 +54,8 @@ std::vector<Batched> layer_norm_rule(const RuleContext& ctx, std::span<const Bat
 // Batched running stats are [B*C] views of the same storage when possible, so the in-place
 // update of training mode writes each set's slice.
 std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Batched> in,
-                                     const OpAttrs& attrs) {
+                                     const OpAttrs& any) {
+  const auto& attrs = attrs_as<BatchNormAttrs>(ctx.op, any);
   auto get = [&](size_t i) { return in.size() > i ? in[i] : Batched{}; };
   Batched x = in[0], rm = get(1), rv = get(2), w = get(3), b = get(4);
   int64_t bsz = ctx.batch_size;
@@ -97,7 +99,7 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   bool rm_view = true, rv_view = true;
   Tensor rm2 = flat(rm, &rm_view), rv2 = flat(rv, &rv_view);
   Tensor w2 = flat(w, nullptr), b2 = flat(b, nullptr);
-  Tensor y = batch_norm(x2, rm2, rv2, w2, b2, training, attrs.alpha, attrs.beta);
+  Tensor y = batch_norm(x2, rm2, rv2, w2, b2, training, attrs.momentum, attrs.eps);
   if (training) {
     // An unbatched stat beside a batched one: x is unbatched too (checked above), so every set
     // computed the same update into the temporary; it is written once, as a call per set does.

@@ -14,8 +14,8 @@ std::vector<Batched> pool_rule(const RuleContext& ctx, std::span<const Batched> 
     throw_error<ValueError>("[", op_name(ctx.op),
                             "] expects a 3-D or 4-D input, got per-set shape ",
                             shape_str(per_set_shape(in[0])));
-  impl::check_pool2d(op_name(ctx.op), "per-set shape", per_set_shape(in[0]), attrs,
-                     ctx.op == OpId::max_pool2d);
+  impl::check_pool2d(op_name(ctx.op), "per-set shape", per_set_shape(in[0]),
+                     attrs_as<PoolAttrs>(ctx.op, attrs), ctx.op == OpId::max_pool2d);
   Tensor x = move_bdim_to_front(in[0]);
   // every output (max_pool2d's indices too: they count within a plane) unfolds the same way
   std::vector<Batched> out;

@@ -20,25 +20,26 @@ void check_randomness(const char* op, Randomness r) {
 // () -> [B_a, B_b, .., B_L, *shape] with one dim per Different level; lower ones get tagged.
 // rand, randn and dropout_mask.
 std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
-                               const OpAttrs& attrs) {
+                               const OpAttrs& any) {
+  const auto& attrs = attrs_as<RandomAttrs>(ctx.op, any);
   const char* name = op_name(ctx.op);
   std::vector<VmapLevel> levels(active_levels().begin(), active_levels().end());
   levels.push_back({ctx.level, ctx.batch_size, ctx.randomness, ctx.set_offset});
   for (const auto& l : levels) check_randomness(name, l.randomness);
   if (!is_floating(attrs.dtype))
     throw_error<TypeError>("[", name, "] expects a floating dtype, got ", dtype_name(attrs.dtype));
-  check_sizes(name, attrs.sizes);
+  check_sizes(name, attrs.shape);
   std::vector<VmapLevel> diff;
   for (const auto& l : levels)
     if (l.randomness == Randomness::Different) diff.push_back(l);
   Shape phys;
   for (const auto& l : diff) phys.push_back(l.batch_size);
-  phys.insert(phys.end(), attrs.sizes.begin(), attrs.sizes.end());
+  phys.insert(phys.end(), attrs.shape.begin(), attrs.shape.end());
   Tensor out = Tensor::empty(phys, attrs.dtype);
   count_kernel(KernelKind::Random);
   RngState st = rng_state();
   uint64_t stream = next_rng_stream();
-  int64_t n = shape_numel(attrs.sizes);
+  int64_t n = shape_numel(attrs.shape);
   int64_t sets = 1;
   for (const auto& l : diff) sets *= l.batch_size;
   const auto item = static_cast<int64_t>(dtype_size(attrs.dtype));
@@ -102,9 +103,10 @@ std::vector<Batched> bernoulli_rule(const RuleContext& ctx, std::span<const Batc
 std::vector<Batched> dropout_rule(const RuleContext& ctx, std::span<const Batched> in,
                                   const OpAttrs& attrs) {
   const Batched& x = in[0];
-  const double p = attrs.alpha;
+  const RandomAttrs& a = attrs_as<RandomAttrs>(ctx.op, attrs);
+  const double p = a.p;
   const bool simple = active_levels().empty() && !x.value.is_batched() &&
-                      is_floating(x.value.dtype()) && attrs.training && p > 0 && p < 1;
+                      is_floating(x.value.dtype()) && a.training && p > 0 && p < 1;
   if (!simple) return decomposition_rule(ctx, in, attrs);
   check_randomness("dropout", ctx.randomness);
   const bool different = ctx.randomness == Randomness::Different;

@@ -8,10 +8,11 @@ namespace {
 
 // B*, dims -> B*(reduced); 0-d per-set tensors reduce a size-1 stand-in dim
 std::vector<Batched> reduce_rule(const RuleContext& ctx, std::span<const Batched> in,
-                                 const OpAttrs& attrs) {
+                                 const OpAttrs& any) {
+  const auto& attrs = attrs_as<ReduceAttrs>(ctx.op, any);
   Tensor x = move_bdim_to_front(in[0]);
   int64_t rank = logical_rank(in[0]);
-  OpAttrs a = attrs;
+  ReduceAttrs a = attrs;
   // checked per set (the stacked call would name the stacked shape and the shifted dims); the
   // per-set dims come back normalised, all of them for none
   const IntList dims =
@@ -43,11 +44,12 @@ std::vector<Batched> reduce_rule(const RuleContext& ctx, std::span<const Batched
 
 // B*, dim -> B*
 std::vector<Batched> softmax_rule(const RuleContext& ctx, std::span<const Batched> in,
-                                  const OpAttrs& attrs) {
+                                  const OpAttrs& any) {
+  const auto& attrs = attrs_as<DimAttrs>(ctx.op, any);
   Tensor x = move_bdim_to_front(in[0]);
   int64_t rank = logical_rank(in[0]);
   impl::check_floating(op_name(ctx.op), per_set_shape(in[0]), x.dtype(), "per-set shape");
-  OpAttrs a = attrs;
+  DimAttrs a = attrs;
   a.dim = wrap_dim(op_name(ctx.op), attrs.dim, rank) + 1;
   if (rank == 0) {
     Tensor u = x.unsqueeze(1);

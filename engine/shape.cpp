@@ -66,8 +66,8 @@ Shape broadcast_shapes(const char* op, const Shape& a, const Shape& b, const cha
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
     if (da != db && da != 1 && db != 1)
-      throw_error<ValueError>("[", op, "] ", what ? what : shapes_word(), " ", a, " and ", b, " do not broadcast (dim ", i,
-                              ": ", da, " vs ", db, ")");
+      throw_error<ValueError>("[", op, "] ", what ? what : shapes_word(), " ", a, " and ", b,
+                              " do not broadcast (dim ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;

@@ -180,9 +180,9 @@ std::vector<T> Tensor::to_vector() const {
   });
 }
 
-#define TD_INSTANTIATE(T)                         \
-  template T* Tensor::data<T>() const;            \
-  template T Tensor::item<T>() const;             \
+#define TD_INSTANTIATE(T)              \
+  template T* Tensor::data<T>() const; \
+  template T Tensor::item<T>() const;  \
   template std::vector<T> Tensor::to_vector<T>() const;
 TD_INSTANTIATE(bool)
 TD_INSTANTIATE(int64_t)
@@ -270,7 +270,9 @@ Tensor Tensor::to(DType dtype) const {
   return call_op1(OpId::to_dtype, {*this}, CastAttrs{.dtype = dtype});
 }
 
-Tensor Tensor::sum(const IntList& dims, bool keepdim) const { return td::sum(*this, dims, keepdim); }
+Tensor Tensor::sum(const IntList& dims, bool keepdim) const {
+  return td::sum(*this, dims, keepdim);
+}
 Tensor Tensor::mean(const IntList& dims, bool keepdim) const {
   return td::mean(*this, dims, keepdim);
 }

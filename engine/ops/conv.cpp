@@ -71,13 +71,14 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const int64_t sets = a.sets;
   if (sets < 1 || w.dim() != 4 || w.size(0) % sets != 0 ||
       (b.defined() && b.dim() == 1 && b.size(0) % sets != 0))
-    throw_error<ValueError>("[conv2d] weight of ", shape_word(), " ", w.shape(), " and bias of ", shape_word(), " ",
-                            b.defined() ? b.shape() : Shape{}, " do not split into ", sets,
-                            " sets of filters");
+    throw_error<ValueError>("[conv2d] weight of ", shape_word(), " ", w.shape(), " and bias of ",
+                            shape_word(), " ", b.defined() ? b.shape() : Shape{},
+                            " do not split into ", sets, " sets of filters");
   Shape ws = w.shape(), bs = b.defined() ? b.shape() : Shape{};
   ws[0] /= sets;
   if (b.defined() && b.dim() == 1) bs[0] /= sets;
-  const kernels::ConvGeom g = conv_geom(shape_word(), x.shape(), ws, b.defined() ? &bs : nullptr, a);
+  const kernels::ConvGeom g =
+      conv_geom(shape_word(), x.shape(), ws, b.defined() ? &bs : nullptr, a);
   const int64_t ckk = (g.cin / g.groups) * g.kh * g.kw, l = g.n * g.oh * g.ow;
   const int64_t og = g.cout / g.groups;
 

@@ -50,8 +50,8 @@ std::vector<Tensor> run_unary(const char* op, UnaryKind kind, UnaryRule rule,
       break;
     case UnaryRule::Signed:
       if (out == DType::Bool)
-        throw_bool_not_implemented(op, {x.shape()},
-                                   kind == UnaryKind::Neg ? "; use logical_not to invert a mask" : "");
+        throw_bool_not_implemented(
+            op, {x.shape()}, kind == UnaryKind::Neg ? "; use logical_not to invert a mask" : "");
       break;
     case UnaryRule::Keep:  // sign of a bool: itself, as in torch
       break;
@@ -114,7 +114,7 @@ std::vector<Tensor> run_binary(const char* op, BinaryKind kind, BinaryRule rule,
 
 #define TD_X(name, family, kind, rule)                                          \
   std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs&) { \
-    return run_unary(#name, UnaryKind::kind, UnaryRule::rule, in);               \
+    return run_unary(#name, UnaryKind::kind, UnaryRule::rule, in);              \
   }
 TD_UNARY_OPS(TD_X)
 #undef TD_X
@@ -147,7 +147,7 @@ std::vector<Tensor> to_dtype_impl(std::span<const Tensor> in, const OpAttrs& att
 
 #define TD_X(name, family, kind, rule, api)                                     \
   std::vector<Tensor> name##_impl(std::span<const Tensor> in, const OpAttrs&) { \
-    return run_binary(#name, BinaryKind::kind, BinaryRule::rule, in);            \
+    return run_binary(#name, BinaryKind::kind, BinaryRule::rule, in);           \
   }
 TD_BINARY_OPS(TD_X)
 #undef TD_X
@@ -221,8 +221,10 @@ DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>&
   Tensor name(const Tensor& a, const Tensor& b) {                        \
     return call_op1(OpId::name, {tier_cast(a, b), tier_cast(b, a)}, {}); \
   }
-#define TD_BINARY_FN_Scalar(name) \
-  TD_BINARY_FN_Own(name) Tensor name(const Tensor& a, Scalar b) { return name(a, wrap_scalar(b, a)); }
+#define TD_BINARY_FN_Scalar(name)                                 \
+  TD_BINARY_FN_Own(name) Tensor name(const Tensor& a, Scalar b) { \
+    return name(a, wrap_scalar(b, a));                            \
+  }
 #define TD_BINARY_FN_Plain(name) \
   Tensor name(const Tensor& a, const Tensor& b) { return call_op1(OpId::name, {a, b}, {}); }
 #define TD_X(name, family, kind, rule, api) TD_BINARY_FN_##api(name)
@@ -297,7 +299,6 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b) {
   };
   return where(cond, wrap(a), wrap(b));
 }
-
 
 Tensor operator-(const Tensor& x) { return neg(x); }
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

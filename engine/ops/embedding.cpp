@@ -14,8 +14,8 @@ std::vector<Tensor> embedding_impl(std::span<const Tensor> in, const OpAttrs&) {
   const Tensor& idx = in[0];
   const Tensor& w = in[1];
   if (idx.dtype() != DType::Int64)
-    throw_error<TypeError>("[embedding] indices must be int64, got ", idx.dtype(), " of ", shape_word(), " ",
-                           idx.shape());
+    throw_error<TypeError>("[embedding] indices must be int64, got ", idx.dtype(), " of ",
+                           shape_word(), " ", idx.shape());
   if (w.dim() != 2)
     throw_error<ValueError>("[embedding] weight must be 2-D [num_embeddings, dim], got ",
                             w.shape());

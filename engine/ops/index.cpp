@@ -10,8 +10,8 @@ namespace {
 
 void check_index_dtype(const char* op, const Tensor& index) {
   if (index.dtype() != DType::Int64)
-    throw_error<TypeError>("[", op, "] index must be int64, got ", index.dtype(), " of ", shape_word(), " ",
-                           index.shape());
+    throw_error<TypeError>("[", op, "] index must be int64, got ", index.dtype(), " of ",
+                           shape_word(), " ", index.shape());
 }
 
 }  // namespace
@@ -36,7 +36,8 @@ std::vector<Tensor> index_select_impl(std::span<const Tensor> in, const OpAttrs&
   const Tensor& index = in[1];
   check_index_dtype("index_select", index);
   if (index.dim() > 1)
-    throw_error<ValueError>("[index_select] index must be 1-D, got ", shape_word(), " ", index.shape());
+    throw_error<ValueError>("[index_select] index must be 1-D, got ", shape_word(), " ",
+                            index.shape());
   if (x.dim() == 0) {
     // as torch: dim 0 / -1 of a 0-d input has size 1, and the result is 0-d again
     normalize_dim("index_select", a.dim, 0);
@@ -87,7 +88,8 @@ std::vector<Tensor> gather_impl(std::span<const Tensor> in, const OpAttrs& attrs
   for (int64_t d = 0; d < nd; ++d)
     if (d != dim && index.size(d) > x.size(d))
       throw_error<ValueError>("[gather] index of ", shape_word(), " ", index.shape(),
-                              " is larger than input of ", shape_word(), " ", x.shape(), " at dim ", d);
+                              " is larger than input of ", shape_word(), " ", x.shape(), " at dim ",
+                              d);
   Tensor out = Tensor::empty(index.shape(), x.dtype());
   count_kernel(KernelKind::Other);
   if (out.numel() == 0) return {out};

@@ -161,8 +161,8 @@ std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   // PyTorch: chunks of ceil(size / chunks); an empty dim gives `chunks` empty pieces.
   if (size == 0) {
     if (chunks > static_cast<int64_t>(IntList::max_size()))
-      throw_error<RuntimeError>("[chunk] cannot return ", chunks, " empty pieces of ", shape_word(), " ",
-                                x.shape(), " (too many)");
+      throw_error<RuntimeError>("[chunk] cannot return ", chunks, " empty pieces of ", shape_word(),
+                                " ", x.shape(), " (too many)");
     return split(x, IntList(chunks, 0), dim);
   }
   return split(x, size / chunks + (size % chunks != 0), dim);  // ceil, without overflow

@@ -86,8 +86,8 @@ std::vector<Tensor> matmul_impl(std::span<const Tensor> in, const OpAttrs&) {
   if (in.size() != 2) throw_error<ValueError>("[matmul] expects 2 inputs, got ", in.size());
   const Tensor &a0 = in[0], &b0 = in[1];
   if (a0.dim() == 0 || b0.dim() == 0)
-    throw_error<ValueError>("[matmul] both arguments need at least 1 dim, got ", shapes_word(), " ", a0.shape(),
-                            " and ", b0.shape());
+    throw_error<ValueError>("[matmul] both arguments need at least 1 dim, got ", shapes_word(), " ",
+                            a0.shape(), " and ", b0.shape());
   DType t = gemm_dtype("matmul", a0.dtype(), b0.dtype(), shape_word(), a0.shape(), b0.shape());
   Tensor a = a0.to(t), b = b0.to(t);
   if (a.dim() == 1 && b.dim() == 1) {
@@ -104,8 +104,8 @@ DType check_linear(const char* what, const Shape& x, DType xt, const Shape& w, D
                             w);
   if (x.empty() || x.back() != w[1]) throw_linear_mismatch(what, x, w);
   if (b && (b->size() != 1 || (*b)[0] != w[0]))
-    throw_error<ValueError>("[linear] bias of ", what, " ", *b, " does not match weight of ",
-                            what, " ", w, " (expected [", w[0], "])");
+    throw_error<ValueError>("[linear] bias of ", what, " ", *b, " does not match weight of ", what,
+                            " ", w, " (expected [", w[0], "])");
   DType t = gemm_dtype("linear", xt, wt, what, x, w);
   return b ? gemm_dtype("linear", t, bt, what, w, *b) : t;
 }
@@ -117,9 +117,9 @@ std::vector<Tensor> linear_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const Tensor& x0 = in[0];
   const Tensor& w0 = in[1];
   const Tensor b0 = in.size() > 2 ? in[2] : Tensor();
-  const DType t = check_linear(shape_word(), x0.shape(), x0.dtype(), w0.shape(), w0.dtype(),
-                               b0.defined() ? &b0.shape() : nullptr,
-                               b0.defined() ? b0.dtype() : x0.dtype());
+  const DType t =
+      check_linear(shape_word(), x0.shape(), x0.dtype(), w0.shape(), w0.dtype(),
+                   b0.defined() ? &b0.shape() : nullptr, b0.defined() ? b0.dtype() : x0.dtype());
   Tensor x = x0.to(t), w = w0.to(t), b = b0.defined() ? b0.to(t) : Tensor();
   const int64_t in_f = w.size(1), out_f = w.size(0);
   Shape lead(x.shape().begin(), x.shape().end() - 1);
@@ -150,17 +150,19 @@ Tensor vector_linear(const Tensor& x, const Tensor& weight, const Tensor& bias) 
   if (x.dim() == 2 || x.dim() == 3)
     throw_error<ValueError>(
         "[linear] a 1-D weight takes a bias only with an input of 1 or at "
-        "least 4 dims (as in torch), got input of ", shape_word(), " ",
-        x.shape(), ", weight of shape ", weight.shape(), " and bias of shape ", bias.shape());
+        "least 4 dims (as in torch), got input of ",
+        shape_word(), " ", x.shape(), ", weight of ", shape_word(), " ", weight.shape(),
+        " and bias of ", shape_word(), " ", bias.shape());
   if (broadcast_shapes("linear", y.shape(), bias.shape()) != y.shape())
-    throw_error<ValueError>(
-        "[linear] bias of ", shape_word(), " ", bias.shape(), " does not broadcast to the output of ", shape_word(), " ",
-        y.shape(), " (input of shape ", x.shape(), ", 1-D weight of shape ", weight.shape(), ")");
+    throw_error<ValueError>("[linear] bias of ", shape_word(), " ", bias.shape(),
+                            " does not broadcast to the output of ", shape_word(), " ", y.shape(),
+                            " (input of ", shape_word(), " ", x.shape(), ", 1-D weight of ",
+                            shape_word(), " ", weight.shape(), ")");
   if (is_floating(bias.dtype()) && !is_floating(y.dtype()))
     throw_error<TypeError>("[linear] bias of dtype ", dtype_name(bias.dtype()),
                            " can't be added in place to the ", dtype_name(y.dtype()),
-                           " output of input of ", shape_word(), " ", x.shape(), " and 1-D weight of ", shape_word(), " ",
-                           weight.shape());
+                           " output of input of ", shape_word(), " ", x.shape(),
+                           " and 1-D weight of ", shape_word(), " ", weight.shape());
   return add(y, bias).to(y.dtype());
 }
 

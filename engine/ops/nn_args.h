@@ -39,7 +39,7 @@ inline int64_t window_room(const char* op, const Shape& x, int64_t h, int64_t pa
   if (__builtin_mul_overflow(pad, 2, &padded) || __builtin_add_overflow(padded, h, &padded) ||
       __builtin_mul_overflow(dil, k - 1, &span))
     throw_error<ValueError>("[", op, "] padding ", pad, ", kernel size ", k, " and dilation ", dil,
-                            " overflow int64 for input of shape ", x);
+                            " overflow int64 for input of ", shape_word(), " ", x);
   return padded - span - 1;
 }
 
@@ -47,7 +47,8 @@ inline int64_t window_room(const char* op, const Shape& x, int64_t h, int64_t pa
 inline Tensor as_4d(const char* op, const Tensor& x) {
   if (x.dim() == 4) return x;
   if (x.dim() == 3) return x.unsqueeze(0);
-  throw_error<ValueError>("[", op, "] expects a 3-D or 4-D input, got ", shape_word(), " ", x.shape());
+  throw_error<ValueError>("[", op, "] expects a 3-D or 4-D input, got ", shape_word(), " ",
+                          x.shape());
 }
 
 }  // namespace td::impl

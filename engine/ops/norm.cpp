@@ -84,7 +84,8 @@ std::vector<Tensor> layer_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   check_layer_norm(shape_word(), x.shape(), ns, stacked ? nullptr : shape_or_null(w),
                    stacked ? nullptr : shape_or_null(b));
   if (stacked && (x.dim() == 0 || x.size(0) != sets))
-    throw_error<ValueError>("[layer_norm] input of ", shape_word(), " ", x.shape(), " is not ", sets, " sets");
+    throw_error<ValueError>("[layer_norm] input of ", shape_word(), " ", x.shape(), " is not ",
+                            sets, " sets");
   const int64_t d = shape_numel(ns);
   Tensor out = Tensor::empty(x.shape(), x.dtype());
   count_kernel(KernelKind::Other);

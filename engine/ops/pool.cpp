@@ -122,8 +122,8 @@ Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList
                   const IntOrList& padding, bool ceil_mode, bool count_include_pad,
                   std::optional<int64_t> divisor_override) {
   if (divisor_override == 0)
-    throw_error<ValueError>("[avg_pool2d] divisor_override must be nonzero, got 0 (input of ", shape_word(), " ",
-                            x.shape(), ")");
+    throw_error<ValueError>("[avg_pool2d] divisor_override must be nonzero, got 0 (input of ",
+                            shape_word(), " ", x.shape(), ")");
   const PoolAttrs a{.kernel = kernel_size.values,
                     .stride = stride.values,
                     .padding = padding.values,

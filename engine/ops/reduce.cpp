@@ -164,8 +164,8 @@ std::tuple<Tensor, Tensor> max_or_min(bool is_max, const Tensor& x, int64_t dim,
   const char* op = is_max ? "max" : "min";
   const IntList d = impl::reduce_dims(op, {dim}, x.dim());  // none for a 0-d x (dim 0 or -1)
   if (!d.empty() && x.size(d[0]) == 0)
-    throw_error<ValueError>("[", op, "] cannot reduce over dim ", d[0], " of size 0 (input ", shape_word(), " ",
-                            x.shape(), ")");
+    throw_error<ValueError>("[", op, "] cannot reduce over dim ", d[0], " of size 0 (input ",
+                            shape_word(), " ", x.shape(), ")");
   const Tensor xi = x.dtype() == DType::Bool ? x.to(DType::Int64) : x;
   if (is_max) return {amax(x, IntList{dim}, keepdim), argmax(xi, dim, keepdim)};
   return {amin(x, IntList{dim}, keepdim), argmin(xi, dim, keepdim)};

@@ -78,8 +78,8 @@ std::vector<Tensor> permute_impl(std::span<const Tensor> in, const OpAttrs& attr
   const Tensor& x = in[0];
   int64_t n = x.dim();
   if (static_cast<int64_t>(a.dims.size()) != n)
-    throw_error<ValueError>("[permute] got ", a.dims.size(), " dims ", a.dims,
-                            " for a tensor of ", shape_word(), " ", x.shape());
+    throw_error<ValueError>("[permute] got ", a.dims.size(), " dims ", a.dims, " for a tensor of ",
+                            shape_word(), " ", x.shape());
   Shape s(n);
   Strides st(n);
   std::vector<bool> seen(n, false);

@@ -103,6 +103,10 @@ class Module : public std::enable_shared_from_this<Module> {
   // the safe answer. It must be the module's exact class: one derived from td's (which may add
   // state) is not covered unless it names itself.
   virtual const std::type_info* concurrent_forward_class() const { return nullptr; }
+  // Whether forward runs many small steps over the same parameters (a recurrent net's time
+  // loop): functional_vmap then keeps the sets together rather than in cache-sized blocks, which
+  // would multiply the steps and leave each one less work.
+  virtual bool steps_over_parameters() const { return false; }
 
   // Registration (ValueError for an empty name, a name with a dot, or a duplicate).
   Param register_parameter(const std::string& name, Tensor t);

@@ -10,5 +10,6 @@
 #include "modules/module.h"
 #include "modules/normalization.h"
 #include "modules/pooling.h"
+#include "modules/recurrent.h"
 #include "modules/tensordict.h"
 #include "modules/value.h"

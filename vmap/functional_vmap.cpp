@@ -312,6 +312,13 @@ bool forward_runs_concurrently(const Module& m) {
   return true;
 }
 
+bool any_steps_over_parameters(const Module& m) {
+  if (m.steps_over_parameters()) return true;
+  for (const auto& c : m.children())
+    if (any_steps_over_parameters(*c)) return true;
+  return false;
+}
+
 // How to split the sets when the caller gave no chunk_size. Any chunking gives the same result,
 // so this changes speed and peak memory only.
 struct Blocks {
@@ -377,7 +384,10 @@ Blocks auto_blocks(const Module& module, const std::string& method, const Tensor
   // widest parameter's out features): either spills from L2 when many sets run at once
   const int64_t set_bytes =
       std::max(param_bytes, rows * widest * static_cast<int64_t>(dtype_size(input->dtype())));
-  const bool mid = set_bytes * 16 >= kBlockBytes;
+  // a recurrent net: cache-sized blocks would run its steps once per block (16 LSTMs: 1.5x
+  // slower in blocks of 2); with threads, one block per thread
+  const bool steps = any_steps_over_parameters(module);
+  const bool mid = !steps && set_bytes * 16 >= kBlockBytes;
   if (threads == 1) {
     // a set whose activations alone outgrow the block still runs alone: the others' would
     // push its out of the cache too

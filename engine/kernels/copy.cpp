@@ -49,6 +49,20 @@ void copy_typed(const Tensor& src, const Tensor& dst) {
     nest.run([&](const std::array<int64_t, 2>& o) { d[o[1]] = static_cast<D>(s[o[0]]); });
     return;
   }
+  // Rows contiguous on both sides (a slot of cat's or stack's output, a slice): row by row.
+  Nest<2> nest(shape, {broadcast_strides(src, shape), dst.strides()});
+  if (nest.inner_stride(0) == 1 && nest.inner_stride(1) == 1) {
+    const S* s = ptr<S>(src);
+    D* d = ptr<D>(dst);
+    nest.rows([&](const std::array<int64_t, 2>& o, int64_t n) {
+      if constexpr (std::is_same_v<S, D>) {
+        std::memcpy(d + o[1], s + o[0], static_cast<size_t>(n) * sizeof(D));
+      } else {
+        for (int64_t i = 0; i < n; ++i) d[o[1] + i] = static_cast<D>(s[o[0] + i]);
+      }
+    });
+    return;
+  }
   auto s = adapt<S>(src, shape, broadcast_strides(src, shape));
   auto d = adapt<D>(dst, shape, dst.strides());
   xt::noalias(d) = xt::cast<D>(s);

@@ -40,27 +40,37 @@ struct Nest {
     }
   }
 
+  // Operand k's stride along the innermost (merged) dim; 1 for a scalar nest.
+  int64_t inner_stride(int k) const { return shape.empty() ? 1 : st[k].back(); }
+
   // Calls f(offsets) for every element, in row-major order of the (merged) shape.
   template <class F>
   void run(F&& f) const {
+    std::array<int64_t, N> step;
+    for (int k = 0; k < N; ++k) step[k] = inner_stride(k);
+    rows([&](std::array<int64_t, N> o, int64_t inner) {
+      for (int64_t i = 0; i < inner; ++i) {
+        f(o);
+        for (int k = 0; k < N; ++k) o[k] += step[k];
+      }
+    });
+  }
+
+  // Calls f(offsets, length) once per row of the innermost dim (strides inner_stride(k)).
+  template <class F>
+  void rows(F&& f) const {
     for (int64_t n : shape)
       if (n == 0) return;
     std::array<int64_t, N> off{};
     if (shape.empty()) {
-      f(off);
+      f(off, int64_t{1});
       return;
     }
     const int64_t nd = static_cast<int64_t>(shape.size());
     const int64_t inner = shape[nd - 1];
-    std::array<int64_t, N> inner_st;
-    for (int k = 0; k < N; ++k) inner_st[k] = st[k][nd - 1];
     std::vector<int64_t> idx(nd, 0);
     while (true) {
-      std::array<int64_t, N> o = off;
-      for (int64_t i = 0; i < inner; ++i) {
-        f(o);
-        for (int k = 0; k < N; ++k) o[k] += inner_st[k];
-      }
+      f(off, inner);
       int64_t d = nd - 2;
       for (; d >= 0; --d) {
         for (int k = 0; k < N; ++k) off[k] += st[k][d];

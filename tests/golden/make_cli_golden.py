@@ -6,8 +6,9 @@ For each case, an ensemble of SETS PyTorch modules in eval mode, its parameters 
 stacked with torch.stack (as torch.func.stack_module_state does), inputs, and the outputs of a
 plain Python loop over the models, stacked. Writes to tests/data/cli/:
   <case>.params.safetensors     dotted names -> [SETS, ...]
-  <case>.<input>.safetensors    one tensor per forward argument (key = the argument's name)
-  <case>.expected.safetensors   "output", or "0", "1", ... for a tuple
+  <case>.<input>.safetensors    one tensor per forward argument (key = the argument's name), or a
+                                tuple keyed "0", "1", ...
+  <case>.expected.safetensors   "output", or "0", "1", ... for a tuple ("1.0" nested)
   corrupt.safetensors           a params file cut short (must be rejected, not crash)
 """
 import os
@@ -30,6 +31,16 @@ def stacked_state(models):
     return {n: torch.stack([s[n].detach() for s in states]) for n in names}
 
 
+def flat(out, key=""):
+    """A module's output as `tdvmap run --out` names it: "output", or "0", "1.0", ... for tuples."""
+    if not isinstance(out, tuple):
+        return {key or "output": out}
+    d = {}
+    for j, o in enumerate(out):
+        d.update(flat(o, f"{key}.{j}" if key else str(j)))
+    return d
+
+
 def case(name, make, inputs, per_set=()):
     models = [make() for _ in range(SETS)]
     for m in models:
@@ -37,16 +48,17 @@ def case(name, make, inputs, per_set=()):
             if b.dtype.is_floating_point:
                 b.copy_(torch.rand_like(b) + 0.5 if "var" in bname else torch.randn_like(b))
         m.eval()
+    def pick(v, i):  # set i's slice of a per-set input (each tensor of a tuple)
+        return tuple(t[i] for t in v) if isinstance(v, tuple) else v[i]
+
     with torch.no_grad():
-        outs = [m(**{k: (v[i] if k in per_set else v) for k, v in inputs.items()})
+        outs = [flat(m(**{k: (pick(v, i) if k in per_set else v) for k, v in inputs.items()}))
                 for i, m in enumerate(models)]
-    if isinstance(outs[0], tuple):
-        expected = {str(j): torch.stack([o[j] for o in outs]) for j in range(len(outs[0]))}
-    else:
-        expected = {"output": torch.stack(outs)}
+    expected = {k: torch.stack([o[k] for o in outs]) for k in outs[0]}
     safetensors_io.save(stacked_state(models), os.path.join(OUT, f"{name}.params.safetensors"))
-    for k, v in inputs.items():
-        safetensors_io.save({k: v}, os.path.join(OUT, f"{name}.{k}.safetensors"))
+    for k, v in inputs.items():  # a tuple input is saved keyed "0", "1", ...
+        tensors = {str(j): t for j, t in enumerate(v)} if isinstance(v, tuple) else {k: v}
+        safetensors_io.save(tensors, os.path.join(OUT, f"{name}.{k}.safetensors"))
     safetensors_io.save(expected, os.path.join(OUT, f"{name}.expected.safetensors"))
     print(name, {k: tuple(v.shape) for k, v in expected.items()})
 
@@ -82,6 +94,19 @@ case("cnn_avgpool",
                                         count_include_pad=False),
                            nn.Flatten(), nn.Linear(27, 2)),
      {"input": torch.randn(SETS, 2, 2, 4, 4)}, per_set=("input",))
+# Spec: LSTM(4, 8, num_layers=2, batch_first=True); outputs (output, (h_n, c_n))
+case("lstm", lambda: nn.LSTM(4, 8, num_layers=2, batch_first=True),
+     {"input": torch.randn(2, 6, 4)})
+# Spec: LSTM(4, 6, proj_size=3, bidirectional=True); input and hx = (h_0, c_0) per set
+case("lstm_hx", lambda: nn.LSTM(4, 6, proj_size=3, bidirectional=True),
+     {"input": torch.randn(SETS, 5, 2, 4),
+      "hx": (torch.randn(SETS, 2, 2, 3), torch.randn(SETS, 2, 2, 6))}, per_set=("input", "hx"))
+# Spec: GRU(4, 6, num_layers=2, batch_first=True); h0 per set
+case("gru", lambda: nn.GRU(4, 6, num_layers=2, batch_first=True),
+     {"input": torch.randn(2, 5, 4), "hx": torch.randn(SETS, 2, 2, 6)}, per_set=("hx",))
+# Spec: RNN(4, 5, nonlinearity='relu', bias=False); unbatched input [T, in]
+case("rnn_unbatched", lambda: nn.RNN(4, 5, nonlinearity="relu", bias=False),
+     {"input": torch.randn(7, 4)})
 
 with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()

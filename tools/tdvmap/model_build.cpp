@@ -207,6 +207,12 @@ ModulePtr make(A&&... a) {
   return std::make_shared<M>(std::forward<A>(a)...);
 }
 
+// torch's RNN and GRU take proj_size (RNNBase's) only to refuse it
+void no_proj_size(const Args& a) {
+  if (a.i("proj_size") != 0)
+    a.fail(a.get("proj_size").column, "proj_size is only supported for LSTM, not RNN or GRU");
+}
+
 ModulePtr make_batchnorm(Args& a, bool two_d) {
   const int64_t n = a.i("num_features");
   const double eps = a.f("eps"), momentum = a.f("momentum");
@@ -343,6 +349,29 @@ const std::map<std::string, ModuleKind>& kinds() {
                                      a.b("bias"), a.b("batch_first"), a.b("add_bias_kv"),
                                      a.b("add_zero_attn"), a.opt_i("kdim"), a.opt_i("vdim"));
                                }};
+    // torch's RNN takes nonlinearity fourth; LSTM and GRU take RNNBase's order
+    std::vector<ParamSpec> rnn = {{"input_size", std::nullopt},     {"hidden_size", std::nullopt},
+                                  {"num_layers", int_v(1)},         {"bias", bool_v(true)},
+                                  {"batch_first", bool_v(false)},   {"dropout", float_v(0.0)},
+                                  {"bidirectional", bool_v(false)}, {"proj_size", int_v(0)}};
+    t["LSTM"] = {rnn, false, [](Args& a) {
+                   return make<td::nn::LSTM>(
+                       a.i("input_size"), a.i("hidden_size"), a.i("num_layers"), a.b("bias"),
+                       a.b("batch_first"), a.f("dropout"), a.b("bidirectional"), a.i("proj_size"));
+                 }};
+    t["GRU"] = {rnn, false, [](Args& a) {
+                  no_proj_size(a);
+                  return make<td::nn::GRU>(a.i("input_size"), a.i("hidden_size"), a.i("num_layers"),
+                                           a.b("bias"), a.b("batch_first"), a.f("dropout"),
+                                           a.b("bidirectional"));
+                }};
+    rnn.insert(rnn.begin() + 3, {"nonlinearity", str_v("tanh")});
+    t["RNN"] = {rnn, false, [](Args& a) {
+                  no_proj_size(a);
+                  return make<td::nn::RNN>(a.i("input_size"), a.i("hidden_size"), a.i("num_layers"),
+                                           a.s("nonlinearity"), a.b("bias"), a.b("batch_first"),
+                                           a.f("dropout"), a.b("bidirectional"));
+                }};
     return t;
   }();
   return table;

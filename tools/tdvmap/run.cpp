@@ -92,15 +92,21 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
   return params;
 }
 
-// One tensor from a safetensors file: its only entry, or the entry called name.
-Tensor load_input(const std::string& name, const std::string& path) {
+// One input from a safetensors file: its only entry, the entry called name, or a tuple when the
+// keys are "0", "1", ... (an LSTM's hx = (h_0, c_0)), as `run --out` writes a tuple.
+td::Value load_input(const std::string& name, const std::string& path) {
   const TensorDict file = TensorDict::load_safetensors(path);
   const auto leaves = file.leaves();
   if (leaves.size() == 1) return leaves[0].second;
   if (file.contains(name)) return file.get(name);
+  td::ValueList tuple;
+  while (file.contains(std::to_string(tuple.size())))
+    tuple.push_back(file.get(std::to_string(tuple.size())));
+  if (!tuple.empty() && tuple.size() == leaves.size()) return td::Value(std::move(tuple));
   td::throw_error<td::ValueError>("input file '", path, "' holds ", leaves.size(),
                                   " tensors and none called '", name,
-                                  "'; give one tensor or one named after the input");
+                                  "'; give one tensor, one named after the input, or a tuple "
+                                  "keyed 0, 1, ...");
 }
 
 // Collects the output's tensors under safetensors keys: "output" for a tensor, positions for a
@@ -177,9 +183,11 @@ Command add_run_command(CLI::App& app) {
                   "dims = sets), e.g. torch.func.stack_module_state or TensorDict.from_modules "
                   "saved as safetensors")
       ->required();
-  sub->add_option("--input", o->inputs,
-                  "NAME=FILE.safetensors: a forward argument (one tensor, or one keyed NAME); "
-                  "shared by every set unless --in-dim names it")
+  sub->add_option(
+         "--input", o->inputs,
+         "NAME=FILE.safetensors: a forward argument (one tensor, one keyed NAME, or a tuple "
+         "keyed 0, 1, ...); "
+         "shared by every set unless --in-dim names it")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   sub->add_option("--in-dim", o->in_dims, "NAME=D: input NAME holds one slice per set at dim D")
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);

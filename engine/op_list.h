@@ -4,7 +4,7 @@
 // in engine/ops/impls.h, defined in engine/ops/<family>.cpp: elementwise.cpp for Unary, Binary
 // and Ternary, views.cpp for View and Copy) and its batching rule, which
 // vmap/rules/<family>_rules.cpp registers for the whole family, or per op where its ops differ
-// (binary_rules.cpp serves Ternary too, reduce_rules.cpp Softmax).
+// (binary_rules.cpp serves Ternary and Rnn too, reduce_rules.cpp Softmax).
 // The comments name the attribute struct (engine/op_attrs.h) each op takes; none: NoAttrs.
 //
 // The element-wise lists carry more columns, from which everything else of theirs is generated:
@@ -77,6 +77,9 @@
   X(max_pool2d, Pool) X(avg_pool2d, Pool)                                               \
   /* Embedding: embedding(indices, weight) */                                          \
   X(embedding, Embedding)                                                              \
+  /* Rnn, a recurrent step's point-wise part: lstm_pointwise(gates_x, gates_h, c) ->   \
+     [h, c]; gru_pointwise(gates_x, gates_h, h) -> [h] */                              \
+  X(lstm_pointwise, Rnn) X(gru_pointwise, Rnn)                                         \
   /* View: view/reshape/expand SizesAttrs; permute, squeeze DimsAttrs; transpose      \
      TransposeAttrs; unsqueeze DimAttrs; select SelectAttrs; slice SliceAttrs;          \
      flatten FlattenAttrs; unflatten UnflattenAttrs */                                 \
@@ -95,4 +98,4 @@
 
 #define TD_OP_FAMILIES(X)                                                                 \
   X(Random) X(Unary) X(Binary) X(Ternary) X(Reduce) X(Softmax) X(Linalg) X(Norm) X(Conv) \
-  X(Pool) X(Embedding) X(View) X(Copy) X(Join) X(Index) X(InPlace) X(Custom)
+  X(Pool) X(Embedding) X(Rnn) X(View) X(Copy) X(Join) X(Index) X(InPlace) X(Custom)

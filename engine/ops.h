@@ -65,8 +65,7 @@ TD_UNARY_OPS(TD_X)
 #undef TD_X
 #define TD_BINARY_DECL_Own(name) Tensor name(const Tensor& a, const Tensor& b);
 #define TD_BINARY_DECL_Plain(name) TD_BINARY_DECL_Own(name)
-#define TD_BINARY_DECL_Scalar(name) \
-  TD_BINARY_DECL_Own(name) Tensor name(const Tensor& a, Scalar b);
+#define TD_BINARY_DECL_Scalar(name) TD_BINARY_DECL_Own(name) Tensor name(const Tensor& a, Scalar b);
 #define TD_X(name, family, kind, rule, api) TD_BINARY_DECL_##api(name)
 TD_BINARY_OPS(TD_X)
 #undef TD_X
@@ -261,6 +260,16 @@ Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList
                   bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
 Tensor embedding(const Tensor& indices, const Tensor& weight);
+
+// The point-wise part of a recurrent step, after its two products (torch's fused LSTM and GRU
+// cells): gates_x (the input's, with b_ih) and gates_h (the hidden state's, with b_hh) broadcast
+// over their leading dims with the state. LSTM: gates [..., 4H] in the order i, f, g, o; returns
+// {h, c'} with c' = sigmoid(f) * c + sigmoid(i) * tanh(g) and h = sigmoid(o) * tanh(c'). GRU:
+// gates [..., 3H] in the order r, z, n; r and z = sigmoid(x + h), n = tanh(x_n + r * h_n), and
+// h' = n + z * (h - n).
+std::pair<Tensor, Tensor> lstm_pointwise(const Tensor& gates_x, const Tensor& gates_h,
+                                         const Tensor& c);
+Tensor gru_pointwise(const Tensor& gates_x, const Tensor& gates_h, const Tensor& h);
 // torch.nn.functional.pad: pad = {left, right} of the last dim, then of the one before, ...;
 // negative values crop. mode "constant" (value), or "reflect", "replicate", "circular", which
 // pad 1-3 trailing dims of an input with one or two dims more (circular: two), as torch 1.13.

@@ -79,7 +79,7 @@ int64_t RNNBase::gates() const {
 
 Tensor RNNBase::run_direction(const Weights& w, const Tensor& x, Tensor& h, Tensor& c,
                               bool reverse) const {
-  const int64_t steps = x.size(0), H = hidden_size;
+  const int64_t steps = x.size(0);
   // Every step's input projection in one product, out of the time loop.
   const Tensor xp = linear(x, w.w_ih, w.b_ih);
   std::vector<Tensor> outs(static_cast<size_t>(steps));
@@ -94,22 +94,15 @@ Tensor RNNBase::run_direction(const Weights& w, const Tensor& x, Tensor& h, Tens
       case Mode::RnnRelu:
         h = (xt + hp).relu();
         break;
-      case Mode::Lstm: {  // gates i, f, g, o
-        const Tensor pre = xt + hp;
-        const Tensor sig = pre.sigmoid();  // i, f and o; g's quarter is not used
-        const Tensor g = pre.slice(-1, 2 * H, 3 * H).tanh();
-        c = sig.slice(-1, H, 2 * H) * c + sig.slice(-1, 0, H) * g;
-        h = sig.slice(-1, 3 * H, 4 * H) * c.tanh();
-        if (w.w_hr.defined()) h = linear(h, w.w_hr);
+      case Mode::Lstm: {
+        auto [h2, c2] = lstm_pointwise(xt, hp, c);
+        c = c2;
+        h = w.w_hr.defined() ? linear(h2, w.w_hr) : h2;
         break;
       }
-      case Mode::Gru: {  // gates r, z, n; r scales the hidden part of n only
-        const Tensor rz = (xt.slice(-1, 0, 2 * H) + hp.slice(-1, 0, 2 * H)).sigmoid();
-        const Tensor n =
-            (xt.slice(-1, 2 * H, 3 * H) + rz.slice(-1, 0, H) * hp.slice(-1, 2 * H, 3 * H)).tanh();
-        h = n + rz.slice(-1, H, 2 * H) * (h - n);
+      case Mode::Gru:
+        h = gru_pointwise(xt, hp, h);
         break;
-      }
     }
     outs[static_cast<size_t>(t)] = h;
   }

@@ -288,3 +288,38 @@ TEST_CASE("recurrent modules reject bad arguments and inputs, naming the module 
       },
       "[5, 3, 7]");
 }
+
+TEST_CASE("lstm_pointwise and gru_pointwise agree with the unfused ops, broadcast and check") {
+  const int64_t H = 19;  // not a multiple of any vector width: every row has a tail
+  for (DType dt : {kFloat32, kFloat64}) {
+    CAPTURE(dtype_name(dt));
+    const Tensor gx = (randn({3, 4 * H}) * 2).to(dt), gh = randn({3, 4 * H}).to(dt);
+    const Tensor c = randn({H}).to(dt);  // one state for every row
+    auto [h, c2] = lstm_pointwise(gx, gh, c);
+    const Tensor g = gx + gh;
+    auto part = [&](int64_t i) { return g.slice(-1, i * H, (i + 1) * H); };
+    const Tensor want_c = part(1).sigmoid() * c + part(0).sigmoid() * part(2).tanh();
+    const Tensor want_h = part(3).sigmoid() * want_c.tanh();
+    CHECK(allclose(c2, want_c, 1e-6, 1e-6));
+    CHECK(allclose(h, want_h, 1e-6, 1e-6));
+    CHECK(h.shape() == Shape{3, H});
+
+    const Tensor rx = randn({2, 1, 3 * H}).to(dt), rh = randn({4, 3 * H}).to(dt);
+    const Tensor state = randn({2, 4, H}).to(dt);
+    const Tensor got = gru_pointwise(rx, rh, state);
+    auto px = [&](int64_t i) { return rx.slice(-1, i * H, (i + 1) * H); };
+    auto ph = [&](int64_t i) { return rh.slice(-1, i * H, (i + 1) * H); };
+    const Tensor r = (px(0) + ph(0)).sigmoid(), z = (px(1) + ph(1)).sigmoid();
+    const Tensor n = (px(2) + r * ph(2)).tanh();
+    CHECK(got.shape() == Shape{2, 4, H});
+    CHECK(allclose(got, n + z * (state - n), 1e-6, 1e-6));
+  }
+  check_throws_mentioning<ValueError>(
+      [] { lstm_pointwise(randn({2, 12}), randn({2, 12}), randn({2, 4})); },
+      "[lstm_pointwise] expects gates [..., 4 * H] and a state [..., H], got shapes [2, 12], "
+      "[2, 12] and [2, 4]");
+  check_throws_mentioning<TypeError>(
+      [] { gru_pointwise(randn({6}), randn({6}), randn({2}, kFloat64)); }, "one dtype");
+  check_throws_naming_op<ValueError>(
+      [] { gru_pointwise(randn({2, 6}), randn({3, 6}), randn({2})); }, "gru_pointwise");
+}

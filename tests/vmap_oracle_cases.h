@@ -256,6 +256,22 @@ inline std::vector<Case> make_cases() {
         return Tensors{vals({3}, i), vals({2, 3}, i + 1), vals({2}, i + 2)};
       },
       [](const Tensors& x) { return linear(x[0], x[1], x[2]); });
+  // ---- recurrent steps ----
+  add_case(
+      OpId::lstm_pointwise, "lstm_pointwise",
+      [](int64_t i) {
+        return Tensors{vals({2, 12}, i), vals({2, 12}, i + 1), vals({3}, i + 2)};
+      },
+      [](const Tensors& x) {
+        auto [h, c] = lstm_pointwise(x[0], x[1], x[2]);
+        return cat({h, c}, -1);
+      });
+  add_case(
+      OpId::gru_pointwise, "gru_pointwise",
+      [](int64_t i) {
+        return Tensors{vals({9}, i), vals({2, 9}, i + 1), vals({2, 3}, i + 2)};
+      },
+      [](const Tensors& x) { return gru_pointwise(x[0], x[1], x[2]); });
   // ---- norms ----
   add_case(
       OpId::layer_norm, "layer_norm",

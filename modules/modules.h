@@ -11,4 +11,5 @@
 #include "modules/normalization.h"
 #include "modules/pooling.h"
 #include "modules/tensordict.h"
+#include "modules/transformer.h"
 #include "modules/value.h"

@@ -30,14 +30,15 @@ def stacked_state(models):
     return {n: torch.stack([s[n].detach() for s in states]) for n in names}
 
 
-def case(name, make, inputs, per_set=()):
-    models = [make() for _ in range(SETS)]
+def case(name, make, inputs, per_set=(), sets=SETS, grad=False):
+    models = [make() for _ in range(sets)]
     for m in models:
         for bname, b in m.named_buffers():  # non-trivial running stats
             if b.dtype.is_floating_point:
                 b.copy_(torch.rand_like(b) + 0.5 if "var" in bname else torch.randn_like(b))
         m.eval()
-    with torch.no_grad():
+    # grad=True: torch's reference path (TransformerEncoderLayer's no_grad fast path differs)
+    with torch.set_grad_enabled(grad):
         outs = [m(**{k: (v[i] if k in per_set else v) for k, v in inputs.items()})
                 for i, m in enumerate(models)]
     if isinstance(outs[0], tuple):
@@ -82,6 +83,22 @@ case("cnn_avgpool",
                                         count_include_pad=False),
                            nn.Flatten(), nn.Linear(27, 2)),
      {"input": torch.randn(SETS, 2, 2, 4, 4)}, per_set=("input",))
+
+# Spec: TransformerEncoderLayer(16, 2, 32, batch_first=True), 3 sets; src and a key padding
+# mask shared; non-zero biases and LayerNorm affines
+def transformer_layer():
+    m = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if n.endswith("bias") or n.startswith("norm"):
+                p.add_(torch.randn_like(p) * 0.3)
+    return m
+
+
+case("transformer", transformer_layer,
+     {"src": torch.randn(2, 6, 16),
+      "src_key_padding_mask": torch.tensor([[False] * 4 + [True] * 2, [False] * 6])},
+     sets=3, grad=True)
 
 with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()

@@ -11,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "modules/modules.h"
+#include "tests/functional_vmap_helpers.h"
 #include "tests/modules_golden.h"
 #include "tests/test_util.h"
 #include "vmap/vmap.h"
@@ -197,37 +198,50 @@ TEST_CASE("golden: stacked TransformerEncoderLayer and TransformerEncoder under 
   }
 }
 
-TEST_CASE("TransformerEncoderLayer dropout in training under functional_vmap") {
-  std::vector<std::shared_ptr<nn::Module>> nets;
-  for (int i = 0; i < 4; ++i)
-    nets.push_back(
-        std::make_shared<nn::TransformerEncoderLayer>(8, 2, 16, 0.3, "relu", 1e-5, true));
-  TensorDict params = TensorDict::from_modules(nets);
-  Tensor src = randn({2, 5, 8});
-  auto run = [&](std::optional<int64_t> chunk, bool loop) {
-    manual_seed(11);
-    return nn::functional_vmap(*nets[0], {.params = params,
-                                          .args = {src},
-                                          .randomness = Randomness::Different,
-                                          .chunk_size = chunk,
-                                          .loop = loop})
-        .tensor();
+TEST_CASE("dropout in training under functional_vmap: the same bits chunked, looped, threaded") {
+  auto make_layer = [] {
+    return std::make_shared<nn::TransformerEncoderLayer>(8, 2, 16, 0.3, "relu", 1e-5, true);
   };
-  Tensor base = run(std::nullopt, false);
-  for (int64_t c : {1, 2, 4}) CHECK(equal(run(c, false), base));
-  CHECK(equal(run(std::nullopt, true), base));
-  // the masks differ between sets: identical parameters give different outputs
-  std::vector<std::shared_ptr<nn::Module>> same(4, nets[0]);
-  manual_seed(11);
-  Tensor d = nn::functional_vmap(*nets[0], {.params = TensorDict::from_modules(same),
+  auto make_encoder = [] {
+    return std::make_shared<nn::TransformerEncoder>(
+        nn::TransformerEncoderLayer(8, 2, 16, 0.3, "gelu", 1e-5, true, true), 2,
+        std::make_shared<nn::LayerNorm>(8));
+  };
+  for (bool encoder : {false, true}) {
+    CAPTURE(encoder);
+    std::vector<std::shared_ptr<nn::Module>> nets;
+    for (int i = 0; i < 4; ++i)
+      nets.push_back(encoder ? std::shared_ptr<nn::Module>(make_encoder())
+                             : std::shared_ptr<nn::Module>(make_layer()));
+    TensorDict params = TensorDict::from_modules(nets);
+    Tensor src = randn({2, 5, 8});
+    auto run = [&](std::optional<int64_t> chunk, bool loop, int threads = 1) {
+      Threads t(threads);
+      manual_seed(11);
+      return nn::functional_vmap(*nets[0], {.params = params,
                                             .args = {src},
-                                            .randomness = Randomness::Different})
-                 .tensor();
-  for (int i = 1; i < 4; ++i) CHECK_FALSE(equal(d[i], d[0]));
-  // training-mode dropout needs a randomness; eval mode does not draw
-  CHECK_THROWS_AS(nn::functional_vmap(*nets[0], {.params = params, .args = {src}}), RuntimeError);
-  nets[0]->eval();
-  CHECK_NOTHROW(nn::functional_vmap(*nets[0], {.params = params, .args = {src}}));
+                                            .randomness = Randomness::Different,
+                                            .chunk_size = chunk,
+                                            .loop = loop})
+          .tensor();
+    };
+    Tensor base = run(std::nullopt, false);
+    for (int64_t c : {1, 2, 4}) CHECK(equal(run(c, false), base));
+    CHECK(equal(run(std::nullopt, true), base));
+    CHECK(equal(run(std::nullopt, false, 2), base));
+    // the masks differ between sets: identical parameters give different outputs
+    std::vector<std::shared_ptr<nn::Module>> same(4, nets[0]);
+    manual_seed(11);
+    Tensor d = nn::functional_vmap(*nets[0], {.params = TensorDict::from_modules(same),
+                                              .args = {src},
+                                              .randomness = Randomness::Different})
+                   .tensor();
+    for (int i = 1; i < 4; ++i) CHECK_FALSE(equal(d[i], d[0]));
+    // training-mode dropout needs a randomness; eval mode does not draw
+    CHECK_THROWS_AS(nn::functional_vmap(*nets[0], {.params = params, .args = {src}}), RuntimeError);
+    nets[0]->eval();
+    CHECK_NOTHROW(nn::functional_vmap(*nets[0], {.params = params, .args = {src}}));
+  }
 }
 
 TEST_CASE("TransformerEncoderLayer and TransformerEncoder errors") {

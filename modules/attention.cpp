@@ -112,16 +112,33 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
     Tensor bi = b.defined() ? b.slice(0, i * E, (i + 1) * E) : Tensor();
     return linear(x, wi, bi);
   };
-  Tensor kp = proj(k, 1), vp = proj(v, 2);
-  if (bias_k.defined()) {
-    kp = cat({kp, bias_k->expand({N, 1, E})}, 1);
-    vp = cat({vp, bias_v->expand({N, 1, E})}, 1);
-  }
   auto heads = [&](const Tensor& y) {  // [N, T, E] -> [N, T, H, D] -> [N, H, T, D]
     return y.reshape({N, y.size(1), H, D}).transpose(1, 2);
   };
-  Tensor qh = heads(proj(q, 0)) / std::sqrt(static_cast<double>(D));
-  Tensor kh = heads(kp), vh = heads(vp);
+  const double scale = std::sqrt(static_cast<double>(D));
+  Tensor qh, kh, vh;
+  if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value) && !bias_k.defined()) {
+    // Self-attention (one tensor as query, key and value): one [3E, E] product instead of three
+    // [E, E] ones (the same dot products), laid out [N, H, 3, L, D] by one copy so that each
+    // head's q, k and v are matrices whose (N, H) dims merge: the products below take them as
+    // they are instead of copying k, v and the strided q one by one.
+    Tensor qkv = linear(q, in_proj_weight, b)  // [N, L, 3E]
+                     .reshape({N, L, 3, H, D})
+                     .permute({0, 3, 2, 1, 4})
+                     .contiguous();
+    qh = qkv.select(2, 0) / scale;
+    kh = qkv.select(2, 1);
+    vh = qkv.select(2, 2);
+  } else {
+    Tensor kp = proj(k, 1), vp = proj(v, 2);
+    if (bias_k.defined()) {
+      kp = cat({kp, bias_k->expand({N, 1, E})}, 1);
+      vp = cat({vp, bias_v->expand({N, 1, E})}, 1);
+    }
+    qh = heads(proj(q, 0)) / scale;
+    kh = heads(kp);
+    vh = heads(vp);
+  }
   if (add_zero_attn) {
     kh = cat({kh, zeros({N, H, 1, D}, kh.dtype())}, 2);
     vh = cat({vh, zeros({N, H, 1, D}, vh.dtype())}, 2);

@@ -16,6 +16,7 @@ namespace td::nn {
 // None when need_weights is False). Inputs are [L, N, E] ([N, L, E] with batch_first) or unbatched
 // [L, E]. Masks: bool (True = not attended) or float (added to the scores); key_padding_mask [N,
 // S], attn_mask [L, S] or [N * num_heads, L, S].
+// Self-attention (query, key and value one tensor) projects with one [3E, E] product.
 class MultiheadAttention : public Module {
  public:
   const std::type_info* concurrent_forward_class() const override {

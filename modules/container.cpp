@@ -50,4 +50,8 @@ Value Sequential::forward(const Value& input) {
   return v;
 }
 
+void ModuleList::push_back(std::shared_ptr<Module> m) {
+  register_module(std::to_string(size_++), std::move(m));
+}
+
 }  // namespace td::nn

@@ -1,5 +1,5 @@
 #pragma once
-// Sequential: children "0", "1", ... whose forwards are chained.
+// Sequential: children "0", "1", ... whose forwards are chained; ModuleList: the children alone.
 #include <initializer_list>
 #include <memory>
 #include <vector>
@@ -23,6 +23,17 @@ class Sequential : public Module {
 
  private:
   std::vector<std::shared_ptr<Module>> modules_;
+};
+
+// Children "0", "1", ... and no forward, as torch.nn.ModuleList (TransformerEncoder's layers).
+class ModuleList : public Module {
+ public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(ModuleList); }
+  void push_back(std::shared_ptr<Module> m);
+  size_t size() const { return size_; }
+
+ private:
+  size_t size_ = 0;
 };
 
 }  // namespace td::nn

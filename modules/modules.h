@@ -12,4 +12,5 @@
 #include "modules/pooling.h"
 #include "modules/recurrent.h"
 #include "modules/tensordict.h"
+#include "modules/transformer.h"
 #include "modules/value.h"

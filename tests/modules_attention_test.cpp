@@ -1,5 +1,6 @@
 // MultiheadAttention against PyTorch 1.13 (golden files in tests/data/modules/): batch_first and
-// sequence first, kdim, vdim, add_bias_kv, add_zero_attn; its parameters and errors.
+// sequence first, kdim, vdim, add_bias_kv, add_zero_attn; its parameters and errors; the fused
+// self-attention projection.
 #include "modules/modules.h"
 
 #include <doctest/doctest.h>
@@ -139,4 +140,21 @@ TEST_CASE("MultiheadAttention parameters and errors") {
   CHECK(with64[0].tensor().dtype() == kFloat32);
   CHECK(with64[1].tensor().dtype() == kFloat32);
   CHECK(allclose(with64[0].tensor(), plain[0].tensor()));
+}
+
+TEST_CASE("MultiheadAttention's fused self-attention projection gives the three products' values") {
+  for (bool batch_first : {true, false}) {
+    auto m = std::make_shared<nn::MultiheadAttention>(8, 2, 0.0, true, batch_first);
+    Tensor b = m->in_proj_bias;
+    copy_(b, randn({24}));
+    const Tensor x = randn({3, 5, 8}), mask = randn({batch_first ? 5 : 3, batch_first ? 5 : 3});
+    // one tensor three times takes the fused [3E, E] product; distinct ones the three [E, E] ones
+    Value fused = (*m)({x, x, x}, {{"attn_mask", mask}});
+    Value apart = (*m)({x, x.clone(), x.clone()}, {{"attn_mask", mask}});
+    check_close(fused[0].tensor(), apart[0].tensor(), "output");
+    check_close(fused[1].tensor(), apart[1].tensor(), "weights");
+    Tensor u = x.select(0, 0);  // unbatched
+    check_close((*m)({u, u, u})[0].tensor(), (*m)({u, u.clone(), u.clone()})[0].tensor(),
+                "unbatched output");
+  }
 }

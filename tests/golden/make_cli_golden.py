@@ -41,17 +41,19 @@ def flat(out, key=""):
     return d
 
 
-def case(name, make, inputs, per_set=()):
-    models = [make() for _ in range(SETS)]
+def case(name, make, inputs, per_set=(), sets=SETS, grad=False):
+    models = [make() for _ in range(sets)]
     for m in models:
         for bname, b in m.named_buffers():  # non-trivial running stats
             if b.dtype.is_floating_point:
                 b.copy_(torch.rand_like(b) + 0.5 if "var" in bname else torch.randn_like(b))
         m.eval()
+
     def pick(v, i):  # set i's slice of a per-set input (each tensor of a tuple)
         return tuple(t[i] for t in v) if isinstance(v, tuple) else v[i]
 
-    with torch.no_grad():
+    # grad=True: torch's reference path (TransformerEncoderLayer's no_grad fast path differs)
+    with torch.set_grad_enabled(grad):
         outs = [flat(m(**{k: (pick(v, i) if k in per_set else v) for k, v in inputs.items()}))
                 for i, m in enumerate(models)]
     expected = {k: torch.stack([o[k] for o in outs]) for k in outs[0]}
@@ -107,6 +109,22 @@ case("gru", lambda: nn.GRU(4, 6, num_layers=2, batch_first=True),
 # Spec: RNN(4, 5, nonlinearity='relu', bias=False); unbatched input [T, in]
 case("rnn_unbatched", lambda: nn.RNN(4, 5, nonlinearity="relu", bias=False),
      {"input": torch.randn(7, 4)})
+
+# Spec: TransformerEncoderLayer(16, 2, 32, batch_first=True), 3 sets; src and a key padding
+# mask shared; non-zero biases and LayerNorm affines
+def transformer_layer():
+    m = nn.TransformerEncoderLayer(16, 2, 32, batch_first=True)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if n.endswith("bias") or n.startswith("norm"):
+                p.add_(torch.randn_like(p) * 0.3)
+    return m
+
+
+case("transformer", transformer_layer,
+     {"src": torch.randn(2, 6, 16),
+      "src_key_padding_mask": torch.tensor([[False] * 4 + [True] * 2, [False] * 6])},
+     sets=3, grad=True)
 
 with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()

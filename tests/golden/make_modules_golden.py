@@ -217,6 +217,119 @@ def main():
         data["output." + name], data["indices." + name] = out, idx
     save("maxpool2d_indices", data)
 
+    transformer_cases()
+
+
+def names_tensor(names):
+    # A list of names as int64 character codes, '\n' between names (safetensors holds tensors).
+    return torch.tensor([ord(c) for c in "\n".join(names)], dtype=torch.int64)
+
+
+def randomize_transformer(m):
+    # Non-zero biases and non-trivial LayerNorm affines (torch starts them at 0 and 1).
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if name.endswith("bias") or ".norm" in "." + name:
+                p.copy_(torch.randn_like(p) * 0.3 + (1.0 if name.endswith("norm1.weight") or
+                                                     name.endswith("norm2.weight") or
+                                                     name == "norm.weight" else 0.0))
+
+
+def transformer_cases():
+    """TransformerEncoderLayer and TransformerEncoder (tests/modules_transformer_test.cpp), eval
+    mode. Outputs are computed with autograd enabled: with it, torch 1.13 takes its reference
+    path (its no_grad fast path zeroes padded positions when it makes nested tensors)."""
+    torch.manual_seed(29)
+    E, H, F_ = 8, 2, 16
+    # each layer argument; src [N=3, S=5, E] (batch_first) or [S, N, E]
+    src_bf = torch.randn(3, 5, E)
+    src_sf = src_bf.transpose(0, 1).contiguous()
+    causal = torch.triu(torch.ones(5, 5, dtype=torch.bool), diagonal=1)
+    float_mask = torch.randn(5, 5)
+    kpm = torch.tensor([[False, False, False, True, True], [False] * 5,
+                        [False, False, False, False, True]])
+    kpm_float = torch.where(kpm, torch.tensor(-2.5), torch.tensor(0.0))
+    configs = {
+        "seq_first": dict(batch_first=False),
+        "batch_first": dict(batch_first=True),
+        "norm_first": dict(batch_first=True, norm_first=True),
+        "gelu": dict(batch_first=True, activation="gelu"),
+        "eps": dict(batch_first=True, layer_norm_eps=0.5),
+        "gelu_norm_first_seq": dict(activation="gelu", norm_first=True, layer_norm_eps=1e-3),
+    }
+    data = {"src_bf": src_bf, "src_sf": src_sf, "causal": causal, "float_mask": float_mask,
+            "kpm": kpm, "kpm_float": kpm_float}
+    for name, kw in configs.items():
+        m = nn.TransformerEncoderLayer(E, H, F_, **kw)
+        randomize_transformer(m)
+        m.eval()
+        assert torch.is_grad_enabled()
+        bf = kw.get("batch_first", False)
+        src = src_bf if bf else src_sf
+        out = lambda y: y if bf else y.transpose(0, 1)  # noqa: E731 stored batch first
+        data.update(state(m, name + "."))
+        data["output." + name] = out(m(src))
+        data["output_float_mask." + name] = out(m(src, src_mask=float_mask))
+        data["output_causal." + name] = out(m(src, src_mask=causal))
+        data["output_kpm." + name] = out(m(src, src_key_padding_mask=kpm))
+        data["output_kpm_float." + name] = out(m(src, src_key_padding_mask=kpm_float))
+        data["output_causal_kpm." + name] = out(m(src, src_mask=causal, src_key_padding_mask=kpm))
+        data["output_float_mask_kpm." + name] = out(m(src, src_mask=float_mask,
+                                                      src_key_padding_mask=kpm))
+        # unbatched: set 0 of the batch alone, with its padding row
+        data["output_unbatched." + name] = m(src_bf[0], src_mask=causal,
+                                             src_key_padding_mask=kpm[0])
+    data["param_names"] = names_tensor([n for n, _ in m.named_parameters()])
+    save("transformer_layer", data)
+
+    # TransformerEncoder: 2 layers, without and with a final norm; each layer its own values
+    data = {"src_bf": src_bf, "src_sf": src_sf, "causal": causal, "kpm": kpm}
+    encoders = {
+        "plain": nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, F_, batch_first=True), 2),
+        "norm": nn.TransformerEncoder(nn.TransformerEncoderLayer(E, H, F_), 2,
+                                      norm=nn.LayerNorm(E, eps=1e-4)),
+        "norm_first_gelu": nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(E, H, F_, activation="gelu", norm_first=True,
+                                       batch_first=True), 2, norm=nn.LayerNorm(E)),
+    }
+    for name, m in encoders.items():
+        randomize_transformer(m)
+        m.eval()
+        bf = m.layers[0].self_attn.batch_first
+        src = src_bf if bf else src_sf
+        out = lambda y: y if bf else y.transpose(0, 1)  # noqa: E731
+        data.update(state(m, name + "."))
+        data["output." + name] = out(m(src))
+        data["output_masks." + name] = out(m(src, mask=causal, src_key_padding_mask=kpm))
+        data["output_unbatched." + name] = m(src_bf[1], mask=causal)
+        data["param_names." + name] = names_tensor([n for n, _ in m.named_parameters()])
+    save("transformer_encoder", data)
+
+    # stacked: SETS members with their own values, states stacked per key; each member's output
+    # from torch itself
+    sets = 3
+    data = {"src": src_bf, "src_per_set": torch.randn(sets, 3, 5, E), "kpm": kpm}
+    makers = {
+        "layer": lambda: nn.TransformerEncoderLayer(E, H, F_, batch_first=True),
+        "encoder": lambda: nn.TransformerEncoder(
+            nn.TransformerEncoderLayer(E, H, F_, activation="gelu", batch_first=True), 2,
+            norm=nn.LayerNorm(E)),
+    }
+    for name, make in makers.items():
+        members = [make() for _ in range(sets)]
+        for m in members:
+            randomize_transformer(m)
+            m.eval()
+        keys = [k for k, _ in members[0].named_parameters()]
+        for k in keys:
+            data[f"{name}.params.{k}"] = torch.stack([dict(m.named_parameters())[k]
+                                                      for m in members])
+        data[f"{name}.output"] = torch.stack([m(src_bf, src_key_padding_mask=kpm)
+                                              for m in members])
+        data[f"{name}.output_per_set"] = torch.stack(
+            [m(data["src_per_set"][i]) for i, m in enumerate(members)])
+    save("transformer_stacked", data)
+
 
 if __name__ == "__main__":
     main()

@@ -163,6 +163,13 @@ class Args {
     }
     return out;
   }
+  // A module argument (a nested call such as LayerNorm(64)), or nullptr for None.
+  ModulePtr module(const std::string& name) const {
+    const SpecValue& v = get(name);
+    if (v.kind == Kind::None) return nullptr;
+    if (v.kind != Kind::Call) type_error(name, "a module, e.g. LayerNorm(16), or None", v);
+    return build(*v.call, spec_);
+  }
   const SpecCall& call() const { return call_; }
 
  private:
@@ -372,6 +379,40 @@ const std::map<std::string, ModuleKind>& kinds() {
                                            a.s("nonlinearity"), a.b("bias"), a.b("batch_first"),
                                            a.f("dropout"), a.b("bidirectional"));
                 }};
+    t["TransformerEncoderLayer"] = {{{"d_model", std::nullopt},
+                                     {"nhead", std::nullopt},
+                                     {"dim_feedforward", int_v(2048)},
+                                     {"dropout", float_v(0.1)},
+                                     {"activation", str_v("relu")},
+                                     {"layer_norm_eps", float_v(1e-5)},
+                                     {"batch_first", bool_v(false)},
+                                     {"norm_first", bool_v(false)}},
+                                    false,
+                                    [](Args& a) {
+                                      return make<td::nn::TransformerEncoderLayer>(
+                                          a.i("d_model"), a.i("nhead"), a.i("dim_feedforward"),
+                                          a.f("dropout"), a.s("activation"), a.f("layer_norm_eps"),
+                                          a.b("batch_first"), a.b("norm_first"));
+                                    }};
+    // enable_nested_tensor and mask_check choose torch's fast path only, not td's results
+    t["TransformerEncoder"] = {
+        {{"encoder_layer", std::nullopt},
+         {"num_layers", std::nullopt},
+         {"norm", none()},
+         {"enable_nested_tensor", bool_v(true)},
+         {"mask_check", bool_v(true)}},
+        false,
+        [](Args& a) {
+          a.b("enable_nested_tensor");
+          a.b("mask_check");
+          auto layer =
+              std::dynamic_pointer_cast<td::nn::TransformerEncoderLayer>(a.module("encoder_layer"));
+          if (!layer)
+            a.fail(a.get("encoder_layer").column,
+                   "TransformerEncoder() argument 'encoder_layer' must be a "
+                   "TransformerEncoderLayer(...)");
+          return make<td::nn::TransformerEncoder>(*layer, a.i("num_layers"), a.module("norm"));
+        }};
     return t;
   }();
   return table;

@@ -429,3 +429,41 @@ TEST_CASE("two threads: a conv ensemble's blocks give the bits of one thread") {
   CHECK(equal(two, one));
   for (int i : {0, 63}) CHECK(close(one[i], (*nets[i])({x}).tensor(), 1e-5));
 }
+
+TEST_CASE("progress: sets done after each chunk (each set in a loop), in order, ending at the total") {
+  std::vector<std::shared_ptr<nn::Module>> nets;
+  for (int i = 0; i < 7; ++i) nets.push_back(std::make_shared<nn::Linear>(3, 2));
+  const TensorDict params = TensorDict::from_modules(nets);
+  const Tensor x = randn({4, 3});
+  const Tensor want = functional_vmap(*nets[0], {.params = params, .args = {x}}).tensor();
+  auto calls_with = [&](std::optional<int64_t> chunk, bool loop, int threads) {
+    std::vector<std::pair<int64_t, int64_t>> calls;
+    std::mutex m;
+    const int before = configured_threads();
+    set_num_threads(threads);
+    nn::FunctionalVmapOptions o{.params = params, .args = {x}, .chunk_size = chunk, .loop = loop};
+    o.progress = [&](int64_t done, int64_t total) {
+      std::lock_guard<std::mutex> lock(m);
+      calls.emplace_back(done, total);
+    };
+    const Tensor got = functional_vmap(*nets[0], o).tensor();
+    set_num_threads(before);
+    CHECK(allclose(got, want, 0, 0));
+    return calls;
+  };
+  using Calls = std::vector<std::pair<int64_t, int64_t>>;
+  CHECK(calls_with(3, false, 1) == Calls{{3, 7}, {6, 7}, {7, 7}});
+  CHECK(calls_with(std::nullopt, false, 1) == Calls{{7, 7}});
+  CHECK(calls_with(std::nullopt, true, 1) ==
+        Calls{{1, 7}, {2, 7}, {3, 7}, {4, 7}, {5, 7}, {6, 7}, {7, 7}});
+  // on two threads too, one call at a time, the count rising to the total
+  const Calls two = calls_with(1, false, 2);
+  REQUIRE(two.size() == 7);
+  for (size_t i = 0; i < two.size(); ++i) CHECK(two[i] == std::pair<int64_t, int64_t>(i + 1, 7));
+  // a callback that throws ends the call with its exception
+  nn::FunctionalVmapOptions o{.params = params, .args = {x}, .chunk_size = 2};
+  o.progress = [](int64_t done, int64_t) {
+    if (done >= 4) throw ValueError("stop at 4");
+  };
+  check_throws_mentioning<ValueError>([&] { functional_vmap(*nets[0], o); }, "stop at 4");
+}

@@ -276,7 +276,8 @@ void name_shared_write(const ExpandedWriteError& e, const Module& module, const 
 
 Value run_loop(const Module& module, const std::string& method, const TensorDict& params,
                const ValueList& args, const ValueDict& kwargs,
-               const std::map<std::string, PerSet>& per_set, int64_t batch) {
+               const std::map<std::string, PerSet>& per_set, int64_t batch,
+               const std::function<void(int64_t, int64_t)>& progress) {
   // every set's output is kept until they are stacked: refuse 10^9 sets up front
   check_memory_budget("functional_vmap", batch, kChunkBytes, "sets run one at a time (loop=true)");
   RngState entry = rng_state();
@@ -293,6 +294,7 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
       outs.push_back(call(module, method, args, kw));
       shared.check(i);
       stream_end = std::max(stream_end, rng_state().stream);
+      if (progress) progress(i + 1, batch);
     }
   } catch (...) {
     set_rng_state(entry);
@@ -453,7 +455,7 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
     const int64_t batch = flat.batch_size()[0];
     Value out;
     if (o.loop && batch > 0) {
-      out = run_loop(module, method, flat, o.args, o.kwargs, per_set, batch);
+      out = run_loop(module, method, flat, o.args, o.kwargs, per_set, batch, o.progress);
     } else {
       ensure_batch_rules();
       ValueList vargs{Value(flat)};
@@ -470,6 +472,7 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
           o.chunk_size ? Blocks{o.chunk_size, false}
                        : auto_blocks(module, method, flat, batch, o.args, o.kwargs, per_set);
       vo.chunk_size = blocks.chunk_size;
+      if (o.progress) vo.progress = [&](int64_t done) { o.progress(done, batch); };
       auto f = [&](const ValueList& a) -> Value {
         ValueDict kw = o.kwargs;
         for (size_t i = 0; i < keys.size(); ++i) kw.set(keys[i], a[i + 1]);

@@ -2,6 +2,7 @@
 // nn::functional_vmap: calls a module once per set of stacked parameters, in one batched call.
 // The C++ form of PyTorch tensordict's tensordict.nn.functional_vmap.
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -25,6 +26,9 @@ struct FunctionalVmapOptions {
   std::optional<int64_t> chunk_size = std::nullopt;  // sets computed at once
   std::optional<std::string> method = std::nullopt;  // a registered method instead of forward
   bool loop = false;  // call the sets one at a time (for modules vmap cannot handle)
+  // Called with the sets done and the total after each chunk (each set with loop), one call at
+  // a time: a long run's progress. An exception it throws ends the call as the module's would.
+  std::function<void(int64_t done, int64_t total)> progress = {};
 };
 
 // Every Tensor leaf of the result has params.batch_size() as leading dims. Never mutates the

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <mutex>
 #include <sstream>
 
 #include "engine/batching.h"
@@ -200,9 +201,12 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
   std::vector<Value> outs(chunks.size());
   std::vector<OutCtx> cs;
   for (const auto& [start, n] : chunks) cs.push_back({0, n});
+  std::mutex progress_mutex;
+  int64_t sets_done = 0;
   auto run_chunk = [&](size_t k) {
-    const int64_t start = chunks[k].first, n = chunks[k].second;  // not a binding: clang 14 cannot capture one
-    set_rng_state(saved);  // each set's draws do not depend on the chunking
+    const int64_t start = chunks[k].first,
+                  n = chunks[k].second;  // not a binding: clang 14 cannot capture one
+    set_rng_state(saved);                // each set's draws do not depend on the chunking
     VmapLevelScope scope(n, o.randomness, start);
     const int64_t lv = scope.level();
     cs[k].level = lv;
@@ -233,6 +237,10 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     }
     outs[k] = f(inner);
     if (k == 0) after_first = rng_state();
+    if (o.progress) {
+      std::lock_guard<std::mutex> lock(progress_mutex);
+      o.progress(sets_done += n);
+    }
   };
   // a failing call leaves the generator as it was, as it leaves everything else
   struct RestoreRng {

@@ -36,6 +36,9 @@ struct VmapOptions {
   Randomness randomness = Randomness::Error;
   // Sets per call (> 0); any value gives the same result as none.
   std::optional<int64_t> chunk_size = std::nullopt;
+  // Called after each chunk with the number of sets done so far, one call at a time (from the
+  // thread that ran the chunk when chunks run concurrently).
+  std::function<void(int64_t sets_done)> progress = {};
 };
 
 // The non-template core: runs f over the batch of args.

@@ -1,5 +1,7 @@
 // tdvmap run: builds a module from a spec, loads stacked parameters and inputs from safetensors
 // files, runs functional_vmap and writes the outputs as safetensors.
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <iostream>
 #include <map>
@@ -13,6 +15,7 @@
 #include "modules/modules.h"
 #include "tools/tdvmap/common.h"
 #include "tools/tdvmap/model_spec.h"
+#include "tools/tdvmap/progress.h"
 #include "tools/tdvmap/run_args.h"
 #include "vmap/functional_vmap.h"
 
@@ -36,6 +39,7 @@ struct RunOptions {
   bool loop = false;
   uint64_t seed = 0;
   std::string out;
+  bool quiet = false;
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -151,6 +155,11 @@ int run_run(const RunOptions& o) {
   options.params = load_params(*model, o.params);
   for (const auto& [name, path] : parsed.inputs) options.kwargs.set(name, load_input(name, path));
 
+  // a long run shows its progress on a terminal; a pipe or a file gets none
+  if (!o.quiet && isatty(STDERR_FILENO)) {
+    auto line = std::make_shared<ProgressLine>(stderr);
+    options.progress = [line](int64_t done, int64_t total) { line->update(done, total); };
+  }
   td::Value result;
   try {
     result = nn::functional_vmap(*model, options);
@@ -203,6 +212,9 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--seed", o->seed, "Random seed")
       ->capture_default_str()
       ->check(unsigned_number());
+  sub->add_flag("--quiet", o->quiet,
+                "No progress line (shown on stderr when it is a terminal: sets done, rate, time "
+                "left)");
   sub->add_option("--out", o->out,
                   "Output safetensors file: 'output', or '0','1',... for a "
                   "tuple, or the dict's keys")

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/ops.h"
+#include "modules/file_write.h"
 #include "modules/safetensors_format.h"
 #include "modules/tensordict.h"
 
@@ -25,74 +26,6 @@ namespace {
 using json = nlohmann::json;
 using detail::st_dtype;
 
-[[noreturn]] void write_error(const std::string& path, const char* what, int err) {
-  throw_error<RuntimeError>("[save_safetensors] ", what, " '", path, "': ", std::strerror(err));
-}
-
-// Writes the pieces to path as a whole or not at all: into a new file beside it, flushed to disk,
-// then renamed over it, so a full disk, a size limit or a crash leaves the old file as it was.
-// A target that exists and is not a regular file (/dev/null, a pipe) is written in place.
-void write_file_atomically(const std::string& path,
-                           const std::vector<std::pair<const void*, size_t>>& pieces) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::path target = path;
-  if (fs::is_symlink(target, ec)) {  // replace the file the link names, not the link
-    fs::path real = fs::canonical(target, ec);
-    if (!ec) target = real;
-  }
-  struct stat st {};
-  const bool exists = ::stat(target.c_str(), &st) == 0;
-  const bool in_place = exists && !S_ISREG(st.st_mode);
-  static std::atomic<uint64_t> counter{0};
-  std::string tmp = target.string();
-  if (!in_place) {  // ".NAME.td-tmp-PID-N" beside the target
-    std::string name = ".";
-    name.append(target.filename().string()).append(".td-tmp-");
-    name.append(std::to_string(::getpid())).append("-");
-    name.append(std::to_string(counter.fetch_add(1)));
-    tmp = (target.parent_path() / name).string();
-  }
-  const int fd = in_place ? ::open(tmp.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC)
-                          : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0) write_error(path, "cannot open for writing", errno);
-  auto fail = [&](const char* what, int err) {
-    ::close(fd);
-    if (!in_place) ::unlink(tmp.c_str());
-    write_error(path, what, err);
-  };
-  if (exists && !in_place && ::fchmod(fd, st.st_mode & 07777) != 0)
-    fail("cannot keep the mode of", errno);
-  for (const auto& [data, size] : pieces) {
-    const char* p = static_cast<const char*>(data);
-    for (size_t left = size; left > 0;) {
-      const ssize_t w = ::write(fd, p, left);
-      if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) fail("failed writing", w < 0 ? errno : ENOSPC);
-      p += w;
-      left -= static_cast<size_t>(w);
-    }
-  }
-  if (!in_place && ::fsync(fd) != 0) fail("failed writing to disk (fsync)", errno);
-  if (::close(fd) != 0) {
-    const int err = errno;
-    if (!in_place) ::unlink(tmp.c_str());
-    write_error(path, "failed writing (close)", err);
-  }
-  if (in_place) return;
-  if (::rename(tmp.c_str(), target.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    write_error(path, "cannot replace the file", err);
-  }
-  // the rename itself reaches the disk with the directory's entries
-  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-}
 }  // namespace
 
 void TensorDict::save_safetensors(const std::string& path) const {
@@ -158,7 +91,7 @@ void TensorDict::save_safetensors(const std::string& path) const {
   std::vector<std::pair<const void*, size_t>> pieces = {{len.data(), 8}, {h.data(), h.size()}};
   for (const auto& c : datas)
     pieces.emplace_back(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
-  write_file_atomically(path, pieces);
+  write_file_atomically("save_safetensors", path, pieces);
 }
 
 }  // namespace td

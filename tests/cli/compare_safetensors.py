@@ -1,17 +1,42 @@
 #!/usr/bin/env python3
-"""Compares two safetensors files: same keys, shapes and values within rtol (default 1e-5).
+"""Compares two safetensors (or .npz) files: same keys, shapes and values within rtol (1e-5).
 Pure Python (no torch, no numpy), so ctest can run it anywhere.
 Usage: compare_safetensors.py ACTUAL EXPECTED [--rtol R] [--atol A]"""
+import ast
 import json
 import math
 import struct
 import sys
+import zipfile
 
 _FORMATS = {"F32": "f", "F64": "d", "I64": "q", "I32": "i", "BOOL": "?", "U8": "B", "I8": "b"}
 
 
+_NPY = {"<f4": "f", "<f8": "d", "<i8": "q", "|b1": "?"}
+
+
+def load_npz(path):
+    """{key: (shape, [values])} of an .npz file of C-order .npy members (as td writes them)."""
+    out = {}
+    with zipfile.ZipFile(path) as z:
+        for name in z.namelist():
+            buf = z.read(name)
+            assert buf[:6] == b"\x93NUMPY" and buf[6] == 1, name
+            (n,) = struct.unpack("<H", buf[8:10])
+            header = ast.literal_eval(buf[10:10 + n].decode("latin1"))
+            assert not header["fortran_order"], name
+            fmt = _NPY[header["descr"]]
+            data = buf[10 + n:]
+            count = len(data) // struct.calcsize(fmt)
+            out[name[:-4]] = (list(header["shape"]), list(struct.unpack(f"<{count}{fmt}", data)))
+    return out
+
+
 def load(path):
-    """{key: (shape, [values])} of a safetensors file (8-byte LE length, JSON header, data)."""
+    """{key: (shape, [values])} of a safetensors file (8-byte LE length, JSON header, data), or
+    of an .npz file."""
+    if path.endswith(".npz"):
+        return load_npz(path)
     with open(path, "rb") as f:
         buf = f.read()
     (n,) = struct.unpack("<Q", buf[:8])

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/limits.h"
 #include "modules/modules.h"
+#include "modules/numpy_files.h"
 #include "tools/tdvmap/common.h"
 #include "tools/tdvmap/model_spec.h"
 #include "tools/tdvmap/progress.h"
@@ -96,10 +97,12 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
   return params;
 }
 
-// One input from a safetensors file: its only entry, the entry called name, or a tuple when the
+// One input from a safetensors or .npz file (or the array of an .npy file): its only entry, the entry called name, or a tuple when the
 // keys are "0", "1", ... (an LSTM's hx = (h_0, c_0)), as `run --out` writes a tuple.
 td::Value load_input(const std::string& name, const std::string& path) {
-  const TensorDict file = TensorDict::load_safetensors(path);
+  if (ends_with(path, ".npy")) return td::load_npy(path);
+  const TensorDict file =
+      ends_with(path, ".npz") ? td::load_npz(path) : TensorDict::load_safetensors(path);
   const auto leaves = file.leaves();
   if (leaves.size() == 1) return leaves[0].second;
   if (file.contains(name)) return file.get(name);
@@ -171,7 +174,10 @@ int run_run(const RunOptions& o) {
   }
   TensorDict out;
   collect(result, "output", out);
-  out.save_safetensors(o.out);
+  if (ends_with(o.out, ".npz"))
+    td::save_npz(out, o.out);
+  else
+    out.save_safetensors(o.out);
   return 0;
 }
 
@@ -216,7 +222,7 @@ Command add_run_command(CLI::App& app) {
                 "No progress line (shown on stderr when it is a terminal: sets done, rate, time "
                 "left)");
   sub->add_option("--out", o->out,
-                  "Output safetensors file: 'output', or '0','1',... for a "
+                  "Output safetensors file (.npz: NumPy's): 'output', or '0','1',... for a "
                   "tuple, or the dict's keys")
       ->required();
   sub->footer(

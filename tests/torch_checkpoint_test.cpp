@@ -10,6 +10,7 @@
 #include <string>
 
 #include "engine/engine.h"
+#include "engine/limits.h"
 #include "modules/modules.h"
 #include "tests/test_util.h"
 
@@ -172,4 +173,13 @@ TEST_CASE("truncated and corrupted archives end in clean errors") {
                                       "cannot open the file");
   check_throws_mentioning<ValueError>([] { (void)TensorDict::load_torch("/tmp"); },
                                       "is a directory");
+}
+
+TEST_CASE("load_torch checks what a file makes it allocate against the memory budget") {
+  if (!torch_checkpoints_supported()) return;
+  set_memory_budget(2000);  // cnn.pt's tensors hold more
+  const std::string msg = message_of([] { (void)TensorDict::load_torch(data("cnn.pt")); });
+  set_memory_budget(0);
+  CHECK_MESSAGE(has(msg, "memory budget"), msg);
+  CHECK(TensorDict::load_torch(data("cnn.pt")).leaves().size() == 9);
 }

@@ -20,6 +20,8 @@ void save_npy(const Tensor& t, const std::string& path);  // atomically, as save
 // Keys are the member names without ".npy" (dots nest, as in safetensors files).
 TensorDict load_npz(const std::string& path);
 void save_npz(const TensorDict& d, const std::string& path);
+// Whether this td reads and writes .npz files (built with libzip).
+bool npz_supported();
 
 namespace detail {
 // The array in an .npy file's bytes; `what` names it in errors ("'x.npy'", "'a' of 'f.npz'").

@@ -119,13 +119,10 @@ struct SourceType {
 };
 
 SourceType source_type(const std::string& descr, const std::string& what) {
-  if (descr.size() < 3)
-    throw_error<ValueError>("[load_npy] ", what, ": unsupported dtype '", descr, "'");
-  const char order = descr[0], kind = descr[1];
-  const std::string size = descr.substr(2);
-  if (kind == 'O')
+  if (descr.size() >= 2 && descr[1] == 'O')
     throw_error<ValueError>("[load_npy] ", what,
                             ": object arrays are not supported (they hold a pickle)");
+  const char order = descr.empty() ? ' ' : descr[0];
   if (order == '>')
     throw_error<ValueError>("[load_npy] ", what, ": big-endian data ('", descr,
                             "') is not supported; np.save an array of the native little-endian "
@@ -201,10 +198,9 @@ std::string read_file(const char* op, const std::string& path) {
 namespace detail {
 
 Tensor parse_npy(std::string_view b, const std::string& what) {
-  auto fail = [&](auto&&... why) {
-    throw_error<ValueError>("[load_npy] ", what, ": ", why...);
-  };
-  if (b.size() < 10 || b.substr(0, 6) != "\x93NUMPY") fail("not an .npy file (no \\x93NUMPY magic)");
+  auto fail = [&](auto&&... why) { throw_error<ValueError>("[load_npy] ", what, ": ", why...); };
+  if (b.size() < 10 || b.substr(0, 6) != "\x93NUMPY")
+    fail("not an .npy file (no \\x93NUMPY magic)");
   const int major = static_cast<unsigned char>(b[6]);
   if (major < 1 || major > 3) fail("unsupported .npy version ", major);
   const size_t lenbytes = major == 1 ? 2 : 4;
@@ -245,10 +241,10 @@ Tensor load_npy(const std::string& path) {
 }
 
 #ifdef TD_HAVE_LIBZIP
+bool npz_supported() { return true; }
+
 TensorDict load_npz(const std::string& path) {
-  auto fail = [&](auto&&... why) {
-    throw_error<ValueError>("[load_npz] '", path, "': ", why...);
-  };
+  auto fail = [&](auto&&... why) { throw_error<ValueError>("[load_npz] '", path, "': ", why...); };
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec)) fail("is a directory");
   int err = 0;
@@ -297,6 +293,8 @@ TensorDict load_npz(const std::string& path) {
   return out;
 }
 #else
+bool npz_supported() { return false; }
+
 TensorDict load_npz(const std::string& path) {
   throw_error<RuntimeError>("[load_npz] '", path,
                             "': td was built without libzip (TD_TORCH_CHECKPOINTS=OFF or libzip "

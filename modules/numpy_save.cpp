@@ -34,8 +34,8 @@ std::string encode_npy(const Tensor& t) {
     if (t.dim() > 1) shape.resize(shape.size() - 2);
     shape += ")";
   }
-  std::string header = std::string("{'descr': '") + descr +
-                       "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // np.save pads with spaces and ends with a newline so that the data starts on 64 bytes
   const size_t unpadded = 10 + header.size() + 1;
   header.append((64 - unpadded % 64) % 64, ' ');

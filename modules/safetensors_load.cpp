@@ -17,6 +17,7 @@
 
 #include "engine/limits.h"
 #include "engine/ops.h"
+#include "modules/half_float.h"
 #include "modules/safetensors_format.h"
 #include "modules/tensordict.h"
 
@@ -26,31 +27,8 @@ namespace {
 // std::map-based: nlohmann's ordered_json finds a key by a linear search, quadratic over a header
 // of many entries; the order of the entries is recorded while parsing.
 using json = nlohmann::json;
+using detail::half_to_float;
 using detail::st_dtype;
-
-float half_to_float(uint16_t h) {
-  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: renormalise
-      exp = 127 - 15 + 1;
-      while (!(mant & 0x400)) {
-        mant <<= 1;
-        --exp;
-      }
-      mant &= 0x3ff;
-      bits = sign | (exp << 23) | (mant << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 
 struct SourceType {
   DType dtype;    // what td makes of it

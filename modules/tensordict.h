@@ -21,6 +21,20 @@ struct FromModulesOptions {
   bool expand_identical = false;  // a tensor shared by every module is expanded, not copied
 };
 
+// Options of TensorDict::load_torch.
+struct LoadTorchOptions {
+  // The entry holding the state_dict in a checkpoint dict such as {"model": sd, "epoch": 3}
+  // ("model"; dotted "a.b" for deeper). Empty: the file's dict itself when every value is a
+  // tensor, else its one entry that is a dict of tensors (a ValueError listing them if several).
+  std::string key;
+};
+
+// Options of TensorDict::load_stacked.
+struct LoadStackedOptions {
+  bool expand_identical = false;  // a tensor equal in every file is kept once, expanded
+  std::string key;                // LoadTorchOptions::key of the .pt files
+};
+
 class TensorDict {
  public:
   using Entry = std::variant<Tensor, TensorDict>;
@@ -103,7 +117,26 @@ class TensorDict {
   // metadata (td.batch_size), if any.
   static TensorDict load_safetensors(const std::string& path, Shape batch_size = {});
 
+  // ---- PyTorch checkpoints (torch_checkpoint_load.cpp) ----
+  // A torch.save file (the zip format of PyTorch 1.6 and later) holding a state_dict; dotted
+  // keys become nesting. Only tensors, dicts and plain values are read: any other object in the
+  // pickle is refused (a ValueError naming it), never run, as torch.load(weights_only=True).
+  // Half and bfloat16 become float32, smaller ints int64. A td built without libzip throws a
+  // RuntimeError (torch_checkpoints_supported()).
+  static TensorDict load_torch(const std::string& path, const LoadTorchOptions& options = {});
+  // A safetensors or .pt file, told apart by their first bytes.
+  static TensorDict load_file(const std::string& path, const LoadTorchOptions& options = {});
+  // Stacks per-member files (one per ensemble member, each as load_file reads it) into one dict
+  // with batch size [N], as from_modules stacks modules: every file must hold the same keys
+  // with the same shapes and dtypes (a ValueError naming the file and the key).
+  static TensorDict load_stacked(const std::vector<std::string>& paths,
+                                 const LoadStackedOptions& options = {});
+
  private:
+  // A dict nesting dotted keys, with an index per level (TensorDict::set searches entries one
+  // by one); `fail` reports a key that clashes or has an empty part and must throw.
+  static TensorDict from_dotted(std::vector<std::pair<std::string, Tensor>> leaves,
+                                const std::function<void(const std::string&)>& fail);
   // f applied to every leaf, the result with batch_size batch (apply, indexing, slicing).
   static TensorDict map_dict(const TensorDict& d, const std::function<Tensor(const Tensor&)>& f,
                              const Shape& batch);
@@ -125,5 +158,8 @@ class TensorDict::ModuleGuard {
 };
 
 std::ostream& operator<<(std::ostream& os, const TensorDict& td);
+
+// Whether this td reads .pt files (built with libzip, TD_TORCH_CHECKPOINTS).
+bool torch_checkpoints_supported();
 
 }  // namespace td

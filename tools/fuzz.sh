@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds one libFuzzer target of tests/fuzz with clang (-fsanitize=fuzzer,address,undefined) and
 # runs it for SECONDS of wall time at the lowest priority:
-#   tools/fuzz.sh safetensors|model_spec|cli_args SECONDS
+#   tools/fuzz.sh safetensors|torch_checkpoint|model_spec|cli_args SECONDS
 # New inputs go to build-fuzz/corpus/TARGET (the seeds in tests/fuzz/corpus/TARGET are read, not
 # written); a crash is written to build-fuzz/artifacts/TARGET/ and fails the script: add it to
 # tests/fuzz/corpus/TARGET/ once fixed, so the replay test keeps it. Installs what it misses
@@ -11,9 +11,9 @@ cd "$(dirname "$0")/.."
 target=${1:?usage: tools/fuzz.sh TARGET SECONDS}
 seconds=${2:?usage: tools/fuzz.sh TARGET SECONDS}
 case "$target" in
-  safetensors) max_len=16384 ;;
+  safetensors | torch_checkpoint) max_len=16384 ;;
   model_spec | cli_args) max_len=4096 ;;
-  *) echo "fuzz.sh: unknown target '$target' (safetensors, model_spec, cli_args)" >&2; exit 2 ;;
+  *) echo "fuzz.sh: unknown target '$target' (safetensors, torch_checkpoint, model_spec, cli_args)" >&2; exit 2 ;;
 esac
 
 third_party/install_deps.sh

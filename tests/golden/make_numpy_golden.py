@@ -43,7 +43,7 @@ def main():
         as_td = a.astype(np.float32) if a.dtype == np.float16 else a
         if a.dtype.kind in "iu":
             as_td = a.astype(np.int64)
-        expected[name] = torch.from_numpy(np.ascontiguousarray(as_td))
+        expected[name] = torch.from_numpy(as_td.copy(order="C"))  # ascontiguousarray makes 0-d 1-d
     np.savez(os.path.join(OUT, "mixed.npz"), x=cases["f4"], mask=cases["b1"], **{"a.b": cases["i4"]})
     np.savez_compressed(os.path.join(OUT, "compressed.npz"), y=cases["f8"], z=cases["fortran"])
     safetensors_io.save(expected, os.path.join(OUT, "expected.safetensors"))

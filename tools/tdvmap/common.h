@@ -12,7 +12,7 @@
 namespace CLI {
 class App;
 class Validator;
-}
+}  // namespace CLI
 namespace td::nn {
 class Module;
 }
@@ -67,5 +67,6 @@ Command add_demo_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
 Command add_ops_command(CLI::App& app);
 Command add_run_command(CLI::App& app);
+Command add_stack_command(CLI::App& app);
 
 }  // namespace tdvmap

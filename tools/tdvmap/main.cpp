@@ -1,4 +1,4 @@
-// tdvmap: the command-line face of td::nn::functional_vmap (demo, bench, ops, run).
+// tdvmap: the command-line face of td::nn::functional_vmap (demo, bench, ops, run, stack).
 // Exit status: 0 success, 2 usage error, 1 runtime error; errors are one line on stderr.
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -26,8 +26,7 @@ std::string version_text() {
   std::string levels;
   for (const auto& l : td::supported_isas()) levels += (levels.empty() ? "" : " ") + l;
   return std::string("tdvmap ") + TD_VERSION + "\nkernels: " + td::kernel_isa() +
-         " (this CPU runs " + levels +
-         "; TD_ISA=baseline|avx2|avx512 caps the choice)";
+         " (this CPU runs " + levels + "; TD_ISA=baseline|avx2|avx512 caps the choice)";
 }
 
 int fail(int status, const std::string& message) {
@@ -50,6 +49,7 @@ int main(int argc, char** argv) {
       "  tdvmap ops\n"
       "  tdvmap run --model 'Sequential(Linear(64,256), ReLU(), Linear(256,10))' \\\n"
       "      --params ensemble.safetensors --input input=x.safetensors --out y.safetensors\n"
+      "  tdvmap stack --out ensemble.safetensors member_*.pt\n"
       "Run 'tdvmap SUBCOMMAND --help' for a subcommand's options.");
   std::vector<tdvmap::Command> commands;
   try {
@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
     commands.push_back(tdvmap::add_bench_command(app));
     commands.push_back(tdvmap::add_ops_command(app));
     commands.push_back(tdvmap::add_run_command(app));
+    commands.push_back(tdvmap::add_stack_command(app));
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
         std::none_of(commands.begin(), commands.end(),
                      [&](const tdvmap::Command& c) { return c.name == argv[1]; }))
       return fail(2, std::string("unknown subcommand '") + argv[1] +
-                         "': demo, bench, ops or run (see 'tdvmap --help')");
+                         "': demo, bench, ops, run or stack (see 'tdvmap --help')");
     return fail(2, std::string(e.what()) + " (see 'tdvmap --help')");
   } catch (const std::exception& e) {
     return fail(1, e.what());

@@ -1,8 +1,10 @@
-// tdvmap run: builds a module from a spec, loads stacked parameters and inputs from safetensors
-// files, runs functional_vmap and writes the outputs as safetensors.
+// tdvmap run: builds a module from a spec, loads stacked parameters (one file, or per-member
+// files stacked on load) and inputs from safetensors or NumPy files, runs functional_vmap and
+// writes the outputs as safetensors (or .npz).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -15,6 +17,7 @@
 #include "modules/modules.h"
 #include "modules/numpy_files.h"
 #include "tools/tdvmap/common.h"
+#include "tools/tdvmap/member_files.h"
 #include "tools/tdvmap/model_spec.h"
 #include "tools/tdvmap/progress.h"
 #include "tools/tdvmap/run_args.h"
@@ -30,7 +33,8 @@ namespace nn = td::nn;
 
 struct RunOptions {
   std::string model;
-  std::string params;
+  std::vector<std::string> params;   // one stacked file, or per-member files / a directory
+  std::string params_key;            // the state_dict's entry in .pt checkpoint dicts
   std::vector<std::string> inputs;   // NAME=FILE (or FILE: NAME = input)
   std::vector<std::string> in_dims;  // NAME=D
   bool train = false;
@@ -50,9 +54,19 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // Loads the stacked parameters and checks them against the module: every leaf must be
 // [batch..., per-set shape...] with one batch shape for all (RuntimeError naming key and shapes).
-TensorDict load_params(const nn::Module& model, const std::string& path) {
+// One file holds them stacked; several files (or a directory) are members, stacked on load.
+TensorDict load_params(const nn::Module& model, const std::vector<std::string>& args,
+                       const std::string& params_key) {
   const TensorDict expected = TensorDict::from_module(model);
-  const TensorDict file = TensorDict::load_safetensors(path);
+  std::error_code ec;
+  const bool one_file = args.size() == 1 && !std::filesystem::is_directory(args[0], ec);
+  const std::vector<std::string> paths = one_file ? args : member_files(args);
+  // what the messages call the params: "file 'x'" or "files 'a' ... 'c' (3 members)"
+  const std::string what = one_file ? "file '" + paths[0] + "'"
+                                    : "files '" + paths[0] + "' ... '" + paths.back() + "' (" +
+                                          std::to_string(paths.size()) + " members)";
+  const TensorDict file = one_file ? TensorDict::load_file(paths[0], {params_key})
+                                   : TensorDict::load_stacked(paths, {.key = params_key});
   std::optional<Shape> batch;
   std::string batch_key;
   for (const auto& [key, t] : expected.leaves()) {
@@ -63,7 +77,7 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
         have += (have.empty() ? "" : ", ") + td::quote_key(keys[i]);
       if (keys.size() > 20) have += ", ... (" + std::to_string(keys.size()) + " keys)";
       td::throw_error<td::KeyError>(
-          "params file '", path, "' has no '", key, "' (the model's parameter of per-set shape ",
+          "params ", what, " has no '", key, "' (the model's parameter of per-set shape ",
           shape_text(t.shape()), "); it has: ", have.empty() ? "nothing" : have);
     }
     const Shape& want = t.shape();
@@ -72,14 +86,14 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
         got.size() >= want.size() &&
         std::equal(want.begin(), want.end(), got.end() - static_cast<int64_t>(want.size()));
     if (!fits)
-      td::throw_error<td::ValueError>("parameter '", key, "' has shape ", shape_text(got), " in '",
-                                      path, "' but the model needs [sets..., ",
+      td::throw_error<td::ValueError>("parameter '", key, "' has shape ", shape_text(got),
+                                      " in params ", what, " but the model needs [sets..., ",
                                       want.empty() ? "]" : shape_text(want).substr(1));
     Shape b(got.begin(), got.end() - static_cast<int64_t>(want.size()));
     if (batch && *batch != b)
       td::throw_error<td::ValueError>("parameter '", key, "' has shape ", shape_text(got),
                                       " (sets ", shape_text(b), ") but '", batch_key, "' has sets ",
-                                      shape_text(*batch), " in '", path, "'");
+                                      shape_text(*batch), " in params ", what);
     if (!batch) {
       batch = b;
       batch_key = key;
@@ -89,7 +103,7 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
     if (expected.contains(key)) continue;
     // PyTorch's BatchNorm counter; td keeps no such buffer when it has none.
     if (ends_with(key, "num_batches_tracked")) continue;
-    td::throw_error<td::KeyError>("params file '", path, "' has ", td::quote_key(key),
+    td::throw_error<td::KeyError>("params ", what, " has ", td::quote_key(key),
                                   ", which the model has no parameter or buffer for");
   }
   TensorDict params(batch.value_or(Shape{}));
@@ -97,8 +111,9 @@ TensorDict load_params(const nn::Module& model, const std::string& path) {
   return params;
 }
 
-// One input from a safetensors or .npz file (or the array of an .npy file): its only entry, the entry called name, or a tuple when the
-// keys are "0", "1", ... (an LSTM's hx = (h_0, c_0)), as `run --out` writes a tuple.
+// One input from a safetensors or .npz file (or the array of an .npy file): its only entry, the
+// entry called name, or a tuple when the keys are "0", "1", ... (an LSTM's hx = (h_0, c_0)), as
+// `run --out` writes a tuple.
 td::Value load_input(const std::string& name, const std::string& path) {
   if (ends_with(path, ".npy")) return td::load_npy(path);
   const TensorDict file =
@@ -155,7 +170,7 @@ int run_run(const RunOptions& o) {
 
   std::shared_ptr<nn::Module> model = build_model(o.model);  // SpecError: exit 2
   model->train(o.train);
-  options.params = load_params(*model, o.params);
+  options.params = load_params(*model, o.params, o.params_key);
   for (const auto& [name, path] : parsed.inputs) options.kwargs.set(name, load_input(name, path));
 
   // a long run shows its progress on a terminal; a pipe or a file gets none
@@ -187,8 +202,8 @@ Command add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* sub = app.add_subcommand(
       "run",
-      "Run a module over stacked parameters from a safetensors file (eval mode unless "
-      "--train) and write its outputs");
+      "Run a module over stacked parameters (a safetensors or .pt file, or per-member files "
+      "stacked on load; eval mode unless --train) and write its outputs");
   sub->add_option("--model", o->model,
                   "Module spec with PyTorch's constructor arguments, e.g. "
                   "'Sequential(Linear(64,256), ReLU(), Dropout(0.1), Linear(256,10))'")
@@ -196,8 +211,14 @@ Command add_run_command(CLI::App& app) {
   sub->add_option("--params", o->params,
                   "Stacked parameters and buffers (dotted keys as in named_parameters, leading "
                   "dims = sets), e.g. torch.func.stack_module_state or TensorDict.from_modules "
-                  "saved as safetensors")
-      ->required();
+                  "saved as safetensors; or several per-member files (torch.save state_dicts "
+                  "or safetensors, or a directory of them in name order) stacked as sets 0, 1, "
+                  "...")
+      ->required()
+      ->expected(1, -1);
+  sub->add_option("--params-key", o->params_key,
+                  "The state_dict's entry in .pt checkpoints that hold a dict such as "
+                  "{'model': state_dict, 'epoch': 3} (default: the one dict of tensors)");
   sub->add_option(
          "--input", o->inputs,
          "NAME=FILE.safetensors: a forward argument (one tensor, one keyed NAME, or a tuple "
@@ -232,7 +253,10 @@ Command add_run_command(CLI::App& app) {
       "  tdvmap run --model 'MultiheadAttention(8, 2, batch_first=True)' --params mha.safetensors "
       "\\\n"
       "      --input query=q.safetensors --input key=k.safetensors --input value=v.safetensors \\\n"
-      "      --in-dim query=0 --out attn.safetensors");
+      "      --in-dim query=0 --out attn.safetensors\n"
+      "  tdvmap run --model 'Sequential(Linear(5,16), ReLU(), Linear(16,3))' \\\n"
+      "      --params member_0.pt member_1.pt member_2.pt --input x.safetensors --out "
+      "y.safetensors");
   return {"run", [o] { return run_run(*o); }};
 }
 

@@ -3,8 +3,6 @@
 // records "0" to "7" of 64 bytes each, so that mutations reach the unpickler and the tensor
 // views instead of dying at the zip's CRC. Any td exception is a clean refusal; a crash, a
 // sanitizer report, another exception type or a hang is a finding.
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -12,25 +10,14 @@
 #include <string>
 
 #include "engine/engine.h"
-#include "engine/limits.h"
 #include "modules/modules.h"
+#include "tests/fuzz/fuzz_file.h"
 
 #ifdef TD_HAVE_LIBZIP
 #include <zip.h>
 #endif
 
 namespace {
-// The bytes as a regular file without touching the disk: a memfd, read through /proc/self/fd.
-std::string as_file(const uint8_t* data, size_t size) {
-  static const int fd = [] {
-    td::set_memory_budget(int64_t{256} << 20);  // a fuzzed size must not reach the host's memory
-    return ::memfd_create("td_fuzz_torch_checkpoint", 0);
-  }();
-  if (fd < 0 || ::ftruncate(fd, 0) != 0 ||
-      ::pwrite(fd, data, size, 0) != static_cast<ssize_t>(size))
-    __builtin_trap();
-  return "/proc/self/fd/" + std::to_string(fd);
-}
 
 #ifdef TD_HAVE_LIBZIP
 // A stored (uncompressed) archive of data.pkl and the records, built in memory by libzip.
@@ -75,13 +62,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string path;
 #ifdef TD_HAVE_LIBZIP
   if (size >= 2 && data[0] == 'P' && data[1] == 'K') {
-    path = as_file(data, size);
+    path = td::fuzz::as_file(data, size);
   } else {
     const std::string zip = archive_of(data, size);
-    path = as_file(reinterpret_cast<const uint8_t*>(zip.data()), zip.size());
+    path = td::fuzz::as_file(reinterpret_cast<const uint8_t*>(zip.data()), zip.size());
   }
 #else
-  path = as_file(data, size);
+  path = td::fuzz::as_file(data, size);
 #endif
   try {
     const td::TensorDict d = td::TensorDict::load_torch(path);

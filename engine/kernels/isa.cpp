@@ -38,7 +38,15 @@ bool cpu_runs(Isa isa) {
       return isa == Isa::baseline;
   }
 }
-constexpr Isa kCompiled[] = {Isa::avx512, Isa::avx2, Isa::baseline};
+// best first; the build may leave out avx2 and avx512 (TD_KERNEL_LEVELS)
+constexpr Isa kCompiled[] = {
+#if defined(TD_ISA_HAS_avx512)
+    Isa::avx512,
+#endif
+#if defined(TD_ISA_HAS_avx2)
+    Isa::avx2,
+#endif
+    Isa::baseline};
 #elif defined(TD_ISA_NATIVE)
 bool cpu_runs(Isa isa) { return isa == Isa::native; }
 constexpr Isa kCompiled[] = {Isa::native};
@@ -74,16 +82,28 @@ Isa active_isa() {
 }
 
 #if defined(TD_ISA_MULTI)
-#define TD_KERNEL(ret, name, params, args)    \
-  ret name params {                           \
-    switch (active_isa()) {                   \
-      case Isa::avx512:                       \
-        return isa_avx512::name args;         \
-      case Isa::avx2:                         \
-        return isa_avx2::name args;           \
-      default:                                \
-        return isa_baseline::name args;       \
-    }                                         \
+#if defined(TD_ISA_HAS_avx512)
+#define TD_CASE_AVX512(name, args) \
+  case Isa::avx512:                \
+    return isa_avx512::name args;
+#else
+#define TD_CASE_AVX512(name, args)
+#endif
+#if defined(TD_ISA_HAS_avx2)
+#define TD_CASE_AVX2(name, args) \
+  case Isa::avx2:                \
+    return isa_avx2::name args;
+#else
+#define TD_CASE_AVX2(name, args)
+#endif
+#define TD_KERNEL(ret, name, params, args) \
+  ret name params {                        \
+    switch (active_isa()) {                \
+      TD_CASE_AVX512(name, args)           \
+      TD_CASE_AVX2(name, args)             \
+      default:                             \
+        return isa_baseline::name args;    \
+    }                                      \
   }
 #elif defined(TD_ISA_NATIVE)
 #define TD_KERNEL(ret, name, params, args) \

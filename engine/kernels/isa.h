@@ -2,8 +2,9 @@
 // The instruction-set levels td's kernels are compiled for, and the one this process runs.
 // On x86-64 every kernel is compiled three times: baseline (x86-64, SSE2), avx2 (x86-64-v3:
 // AVX2, FMA, BMI2, F16C) and avx512 (x86-64-v4: AVX-512 F, BW, CD, DQ, VL); on other CPUs once,
-// for the target's baseline (NEON on aarch64). A -DTD_NATIVE=ON build has one level, "native",
-// compiled for the building machine.
+// for the target's baseline (NEON on aarch64). -DTD_KERNEL_LEVELS=avx2 (say) leaves out the other
+// x86-64 levels but the baseline; a -DTD_NATIVE=ON build has one level, "native", compiled for
+// the building machine.
 #include <string>
 #include <vector>
 

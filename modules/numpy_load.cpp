@@ -12,7 +12,7 @@
 
 #include "engine/limits.h"
 #include "engine/ops.h"
-#include "modules/half_float.h"
+#include "modules/file_elements.h"
 #include "modules/numpy_files.h"
 
 namespace td {
@@ -112,13 +112,8 @@ NpyHeader parse_header(std::string_view h, const std::string& what) {
   return out;
 }
 
-struct SourceType {
-  DType dtype;    // what td makes of it
-  size_t nbytes;  // element size in the file
-  char kind;      // 'f', 'i', 'u', 'b'
-};
-
-SourceType source_type(const std::string& descr, const std::string& what) {
+// The file's element type, by its descr ('<f4', '|b1', ...).
+const detail::FileElement& source_type(const std::string& descr, const std::string& what) {
   if (descr.size() >= 2 && descr[1] == 'O')
     throw_error<ValueError>("[load_npy] ", what,
                             ": object arrays are not supported (they hold a pickle)");
@@ -127,49 +122,16 @@ SourceType source_type(const std::string& descr, const std::string& what) {
     throw_error<ValueError>("[load_npy] ", what, ": big-endian data ('", descr,
                             "') is not supported; np.save an array of the native little-endian "
                             "dtype");
-  static const std::pair<const char*, SourceType> table[] = {
-      {"f4", {DType::Float32, 4, 'f'}}, {"f8", {DType::Float64, 8, 'f'}},
-      {"f2", {DType::Float32, 2, 'f'}}, {"i8", {DType::Int64, 8, 'i'}},
-      {"i4", {DType::Int64, 4, 'i'}},   {"i2", {DType::Int64, 2, 'i'}},
-      {"i1", {DType::Int64, 1, 'i'}},   {"u1", {DType::Int64, 1, 'u'}},
-      {"b1", {DType::Bool, 1, 'b'}}};
+  static const std::pair<const char*, const char*> table[] = {
+      {"f4", "F32"}, {"f8", "F64"}, {"f2", "F16"}, {"i8", "I64"}, {"i4", "I32"},
+      {"i2", "I16"}, {"i1", "I8"},  {"u1", "U8"},  {"b1", "BOOL"}};
   if (order == '<' || order == '|' || order == '=')
-    for (const auto& [name, t] : table)
-      if (descr.substr(1) == name && (t.nbytes == 1 || order != '|')) return t;
+    for (const auto& [name, code] : table) {
+      const detail::FileElement* e = detail::file_element(code);
+      if (descr.substr(1) == name && (e->nbytes == 1 || order != '|')) return *e;
+    }
   throw_error<ValueError>("[load_npy] ", what, ": unsupported dtype '", descr,
                           "' (supported: <f4, <f8, <i8, |b1, <f2, <i4, <i2, |i1, |u1)");
-}
-
-// Converts n elements of t at src into dst (td's dtype).
-void convert(const SourceType& t, const char* src, void* dst, int64_t n) {
-  auto ld = [&](auto tag, int64_t i) {
-    decltype(tag) v;
-    std::memcpy(&v, src + i * static_cast<int64_t>(sizeof(v)), sizeof(v));
-    return v;
-  };
-  if (t.dtype != DType::Int64 || t.nbytes == 8) {
-    if (t.kind == 'f' && t.nbytes == 2) {
-      float* out = static_cast<float*>(dst);
-      for (int64_t i = 0; i < n; ++i) out[i] = detail::half_to_float(ld(uint16_t{}, i));
-    } else if (t.kind == 'b') {
-      bool* out = static_cast<bool*>(dst);
-      for (int64_t i = 0; i < n; ++i) out[i] = src[i] != 0;
-    } else {
-      std::memcpy(dst, src, static_cast<size_t>(n) * t.nbytes);
-    }
-    return;
-  }
-  int64_t* out = static_cast<int64_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) {
-    if (t.nbytes == 4)
-      out[i] = ld(int32_t{}, i);
-    else if (t.nbytes == 2)
-      out[i] = ld(int16_t{}, i);
-    else if (t.kind == 'u')
-      out[i] = ld(uint8_t{}, i);
-    else
-      out[i] = ld(int8_t{}, i);
-  }
 }
 
 // A whole file, up to the memory budget.
@@ -213,7 +175,7 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
   if (hlen > b.size() - start)
     fail("header length ", hlen, " runs beyond the end of the file (", b.size(), " bytes)");
   const NpyHeader h = parse_header(b.substr(start, hlen), what);
-  const SourceType t = source_type(h.descr, what);
+  const detail::FileElement& t = source_type(h.descr, what);
   int64_t numel = 1;
   for (int64_t d : h.shape)
     if (__builtin_mul_overflow(numel, d, &numel)) fail("shape ", h.shape, " overflows");
@@ -227,7 +189,7 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
   Shape stored = h.shape;
   if (h.fortran) std::reverse(stored.begin(), stored.end());
   Tensor out = Tensor::empty(stored, t.dtype);
-  if (numel > 0) convert(t, data.data(), out.raw_data(), numel);
+  if (numel > 0) detail::convert_file_elements(t, data.data(), out.raw_data(), numel);
   if (!h.fortran || h.shape.size() < 2) return out;
   IntList dims;
   for (int64_t d = static_cast<int64_t>(stored.size()) - 1; d >= 0; --d) dims.push_back(d);

@@ -17,7 +17,7 @@
 
 #include "engine/limits.h"
 #include "engine/ops.h"
-#include "modules/half_float.h"
+#include "modules/file_elements.h"
 #include "modules/safetensors_format.h"
 #include "modules/tensordict.h"
 
@@ -27,60 +27,7 @@ namespace {
 // std::map-based: nlohmann's ordered_json finds a key by a linear search, quadratic over a header
 // of many entries; the order of the entries is recorded while parsing.
 using json = nlohmann::json;
-using detail::half_to_float;
 using detail::st_dtype;
-
-struct SourceType {
-  DType dtype;    // what td makes of it
-  size_t nbytes;  // element size in the file
-};
-
-bool source_type(const std::string& name, SourceType& out) {
-  static const std::pair<const char*, SourceType> table[] = {
-      {"F32", {DType::Float32, 4}}, {"F64", {DType::Float64, 8}}, {"I64", {DType::Int64, 8}},
-      {"BOOL", {DType::Bool, 1}},   {"F16", {DType::Float32, 2}}, {"BF16", {DType::Float32, 2}},
-      {"I32", {DType::Int64, 4}},   {"I16", {DType::Int64, 2}},   {"I8", {DType::Int64, 1}},
-      {"U8", {DType::Int64, 1}}};
-  for (const auto& [n, t] : table)
-    if (name == n) {
-      out = t;
-      return true;
-    }
-  return false;
-}
-
-// Converts n elements of file type `name` at src into dst (of the td dtype).
-void convert(const std::string& name, const char* src, void* dst, int64_t n) {
-  auto ld = [&](auto tag, int64_t i) {
-    decltype(tag) v;
-    std::memcpy(&v, src + i * sizeof(v), sizeof(v));
-    return v;
-  };
-  if (name == "F16" || name == "BF16") {
-    float* out = static_cast<float*>(dst);
-    for (int64_t i = 0; i < n; ++i) {
-      uint16_t h = ld(uint16_t{}, i);
-      if (name == "F16") {
-        out[i] = half_to_float(h);
-      } else {
-        uint32_t bits = uint32_t{h} << 16;
-        std::memcpy(&out[i], &bits, 4);
-      }
-    }
-    return;
-  }
-  int64_t* out = static_cast<int64_t*>(dst);
-  for (int64_t i = 0; i < n; ++i) {
-    if (name == "I32")
-      out[i] = ld(int32_t{}, i);
-    else if (name == "I16")
-      out[i] = ld(int16_t{}, i);
-    else if (name == "I8")
-      out[i] = ld(int8_t{}, i);
-    else
-      out[i] = ld(uint8_t{}, i);
-  }
-}
 
 // "[4, 2]" as a Shape prints -> {4, 2}; anything else ("[3abc]", "[4,]", "[-1]") is an error.
 Shape parse_shape_str(const std::string& s) {
@@ -274,7 +221,7 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   };
   struct Item {
     std::string key, dtype;
-    SourceType type;
+    const detail::FileElement* type = nullptr;
     Shape shape;
     uint64_t begin, end;
   };
@@ -333,7 +280,8 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
     Item item;
     item.key = key;
     item.dtype = v["dtype"].get<std::string>();
-    if (!source_type(item.dtype, item.type))
+    item.type = detail::file_element(item.dtype);
+    if (!item.type)
       fail("entry ", qkey, " has unknown dtype ", quote_key(item.dtype),
            " (supported: F32, F64, I64, BOOL, F16, BF16, I32, I16, I8, U8)");
     uint64_t numel = 1;
@@ -355,7 +303,7 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
       fail("entry ", qkey, " has data_offsets [", item.begin, ", ", item.end,
            "] out of range of the ", data_size, " data bytes");
     uint64_t need = 0;  // numel * element size, which may not fit 64 bits
-    const bool too_many = __builtin_mul_overflow(numel, item.type.nbytes, &need);
+    const bool too_many = __builtin_mul_overflow(numel, item.type->nbytes, &need);
     if (too_many || need > data_size || item.end - item.begin != need)
       fail("entry ", qkey, " has ", item.end - item.begin, " data bytes but shape ",
            shape_str(item.shape), " of ", item.dtype, " needs ",
@@ -427,23 +375,23 @@ TensorDict TensorDict::load_safetensors(const std::string& path, Shape batch_siz
   for (const auto& item : items) {
     Tensor t;
     try {
-      t = Tensor::empty(item.shape, item.type.dtype);
+      t = Tensor::empty(item.shape, item.type->dtype);
     } catch (const std::exception& e) {  // an empty shape whose other dims overflow int64
       fail("entry ", quote_key(item.key), ": ", e.what());
     }
     int64_t numel = t.numel();
     if (numel > 0) {
       const char* src = data + item.begin;
-      if (item.dtype == st_dtype(item.type.dtype)) {
+      if (item.dtype == st_dtype(item.type->dtype)) {
         std::memcpy(t.raw_data(), src, item.end - item.begin);
-        if (item.type.dtype == DType::Bool) {  // only 0/1 are valid bools
+        if (item.type->dtype == DType::Bool) {  // only 0/1 are valid bools
           auto* b = static_cast<unsigned char*>(t.raw_data());
           for (int64_t i = 0; i < numel; ++i)
             if (b[i] > 1)
               fail("entry ", quote_key(item.key), " holds a BOOL byte other than 0 or 1");
         }
       } else {
-        convert(item.dtype, src, t.raw_data(), numel);
+        detail::convert_file_elements(*item.type, src, t.raw_data(), numel);
       }
     }
     std::string_view leaf;

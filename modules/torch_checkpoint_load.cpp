@@ -13,7 +13,7 @@
 #include <tuple>
 
 #include "engine/limits.h"
-#include "modules/half_float.h"
+#include "modules/file_elements.h"
 #include "modules/pickle_reader.h"
 #include "modules/tensordict.h"
 
@@ -35,9 +35,11 @@ FileKind sniff(const std::string& path) {
   f.read(b, 9);
   const auto n = f.gcount();
   if (n >= 4 && std::memcmp(b, "PK\x03\x04", 4) == 0) return FileKind::Zip;
+  // before the pickle's test: a header length of 0x2?80 bytes starts like a pickle, and no
+  // pickle has '{' (not an opcode) at byte 8
+  if (n == 9 && b[8] == '{') return FileKind::Safetensors;
   if (n >= 2 && static_cast<unsigned char>(b[0]) == 0x80 && b[1] >= 2 && b[1] <= 5)
     return FileKind::LegacyTorch;  // a bare pickle: torch.save before 1.6, or the legacy format
-  if (n == 9 && b[8] == '{') return FileKind::Safetensors;
   return FileKind::Unknown;
 }
 
@@ -79,24 +81,21 @@ bool torch_checkpoints_supported() { return true; }
 
 namespace {
 
-// A storage type of the pickle: the element in the file and what td makes of it.
+// The pickle's storage types and their elements
 struct StorageType {
   const char* name;  // torch.<name>
   const char* code;  // safetensors' name of the element
-  DType dtype;
-  size_t nbytes;
 };
 constexpr StorageType kStorageTypes[] = {
-    {"FloatStorage", "F32", DType::Float32, 4}, {"DoubleStorage", "F64", DType::Float64, 8},
-    {"HalfStorage", "F16", DType::Float32, 2},  {"BFloat16Storage", "BF16", DType::Float32, 2},
-    {"LongStorage", "I64", DType::Int64, 8},    {"IntStorage", "I32", DType::Int64, 4},
-    {"ShortStorage", "I16", DType::Int64, 2},   {"CharStorage", "I8", DType::Int64, 1},
-    {"ByteStorage", "U8", DType::Int64, 1},     {"BoolStorage", "BOOL", DType::Bool, 1}};
+    {"FloatStorage", "F32"}, {"DoubleStorage", "F64"},   {"HalfStorage", "F16"},
+    {"BFloat16Storage", "BF16"}, {"LongStorage", "I64"}, {"IntStorage", "I32"},
+    {"ShortStorage", "I16"}, {"CharStorage", "I8"},      {"ByteStorage", "U8"},
+    {"BoolStorage", "BOOL"}};
 
-const StorageType* storage_type(const std::string& module, const std::string& name) {
+const detail::FileElement* storage_type(const std::string& module, const std::string& name) {
   if (module != "torch") return nullptr;
   for (const auto& t : kStorageTypes)
-    if (name == t.name) return &t;
+    if (name == t.name) return detail::file_element(t.code);
   return nullptr;
 }
 
@@ -108,7 +107,7 @@ constexpr int kMaxFindDepth = 16;  // nested dicts searched for key (a cycle mus
 
 struct StorageRecord {
   std::string key;
-  const StorageType* type;
+  const detail::FileElement* type;
   int64_t numel;
   std::optional<std::string> bytes;  // read when a tensor first needs it
 };
@@ -353,7 +352,7 @@ TensorDict TensorDict::load_torch(const std::string& path, const LoadTorchOption
       bad();
     const std::string& g = a[1].str();
     const size_t space = g.find(' ');
-    const StorageType* type = storage_type(g.substr(0, space), g.substr(space + 1));
+    const detail::FileElement* type = storage_type(g.substr(0, space), g.substr(space + 1));
     if (!type) fail("a storage of type '" + g + "', not a storage type");
     const std::string& key = a[2].str();
     if (key.empty() || key.size() > 256 || key.find('\0') != std::string::npos)
@@ -477,32 +476,18 @@ TensorDict TensorDict::load_torch(const std::string& path, const LoadTorchOption
         fail("entry " + quote_key(key) + ": " + e.what());
       }
       const char* src = s.bytes->data();
-      const std::string code = s.type->code;
       void* dst = t.raw_data();
-      auto same = [](auto v) { return v; };
-      if (code == "F32")
-        gather<float>(src, static_cast<float*>(dst), r, numel, same);
-      else if (code == "F64")
-        gather<double>(src, static_cast<double*>(dst), r, numel, same);
-      else if (code == "F16")
-        gather<uint16_t>(src, static_cast<float*>(dst), r, numel, detail::half_to_float);
-      else if (code == "BF16")
-        gather<uint16_t>(src, static_cast<float*>(dst), r, numel, detail::bfloat16_to_float);
-      else if (code == "I64")
-        gather<int64_t>(src, static_cast<int64_t*>(dst), r, numel, same);
-      else if (code == "I32")
-        gather<int32_t>(src, static_cast<int64_t*>(dst), r, numel, same);
-      else if (code == "I16")
-        gather<int16_t>(src, static_cast<int64_t*>(dst), r, numel, same);
-      else if (code == "I8")
-        gather<int8_t>(src, static_cast<int64_t*>(dst), r, numel, same);
-      else if (code == "U8")
-        gather<uint8_t>(src, static_cast<int64_t*>(dst), r, numel, same);
-      else {  // BOOL: only 0 and 1 are bools
-        gather<uint8_t>(src, static_cast<uint8_t*>(dst), r, numel, same);
-        const auto* b = static_cast<const uint8_t*>(dst);
-        if (std::any_of(b, b + numel, [](uint8_t x) { return x > 1; }))
-          fail("entry " + quote_key(key) + " holds a bool byte other than 0 or 1");
+      if (s.type->dtype == DType::Bool) {  // only 0 and 1 are bools
+        bool bad = false;
+        gather<uint8_t>(src, static_cast<bool*>(dst), r, numel, [&](uint8_t v) {
+          bad |= v > 1;
+          return v != 0;
+        });
+        if (bad) fail("entry " + quote_key(key) + " holds a bool byte other than 0 or 1");
+      } else {
+        detail::visit_file_element(*s.type, [&](auto src_tag, auto* dst_tag, auto conv) {
+          gather<decltype(src_tag)>(src, static_cast<decltype(dst_tag)>(dst), r, numel, conv);
+        });
       }
       it->second = t;
     }

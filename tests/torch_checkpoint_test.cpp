@@ -118,6 +118,21 @@ TEST_CASE("load_file tells safetensors from .pt by their bytes") {
   std::remove(pt.c_str());
 }
 
+TEST_CASE("load_file: a safetensors header of 0x280 bytes is not taken for a pickle") {
+  // its length's first bytes, 0x80 0x02, are a pickle's protocol-2 opening
+  std::string header = R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})";
+  header.resize(0x280, ' ');
+  std::string bytes(8, '\0');
+  bytes[0] = '\x80';
+  bytes[1] = '\x02';
+  const float v = 1.5f;
+  bytes += header + std::string(reinterpret_cast<const char*>(&v), 4);
+  const std::string path = tmp_file("header_0x280.safetensors", bytes);
+  const TensorDict d = TensorDict::load_file(path);
+  CHECK(d.get("a").to_vector<float>() == std::vector<float>{1.5f});
+  std::remove(path.c_str());
+}
+
 TEST_CASE("hostile .pt files end in clean errors naming the file") {
   if (!torch_checkpoints_supported()) return;
   struct Case {

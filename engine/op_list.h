@@ -53,9 +53,10 @@
   X(remainder, Binary, Remainder, Mod, Scalar) X(fmod, Binary, Fmod, Mod, Scalar)
 
 #define TD_OPS(X)                                                                      \
-  /* Random: RandomAttrs (rand, randn, dropout_mask, dropout); bernoulli(p) none */    \
+  /* Random: RandomAttrs (rand, randn, dropout_mask, dropout, randperm: shape {n},     \
+     int64); bernoulli(p) none */                                                      \
   X(rand, Random) X(randn, Random) X(bernoulli, Random) X(dropout, Random)             \
-  X(dropout_mask, Random)                                                              \
+  X(dropout_mask, Random) X(randperm, Random)                                          \
   /* Unary ops with attributes, their _impl and public function written by hand:       \
      gelu GeluAttrs; clamp ClampAttrs; to_dtype CastAttrs */                           \
   TD_UNARY_OPS(X) X(gelu, Unary) X(clamp, Unary) X(to_dtype, Unary)                        \

@@ -49,6 +49,26 @@ Tensor dropout(const Tensor& x, double p = 0.5, bool training = true);
 // float32 dropout's keep mask: 1 with probability 1 - p, else 0, from the draws dropout(x, p)
 // takes on the next stream (see philox_keep_mask): dropout(x, p) == x * mask / (1 - p)
 Tensor dropout_mask(const Shape& shape, double p);
+// A uniform permutation of 0..n-1 (its own op: a Fisher-Yates shuffle per set).
+Tensor randperm(int64_t n, DType dtype = kInt64);
+// Sampling, as torch's, drawn through rand and randn (engine/ops/sampling.cpp), so each set of a
+// vmap draws the same numbers batched, chunked or looped. randint: integers in [low, high).
+Tensor randint(int64_t low, int64_t high, const Shape& shape, DType dtype = kInt64);
+Tensor randint(int64_t high, const Shape& shape, DType dtype = kInt64);
+// mean + std * N(0, 1), mean and std broadcast; std < 0 (or NaN) is a ValueError.
+Tensor normal(const Tensor& mean, const Tensor& std);
+Tensor normal(const Tensor& mean, double std = 1);
+Tensor normal(double mean, const Tensor& std);
+Tensor normal(double mean, double std, const Shape& shape, DType dtype = kFloat32);
+// In place, returning self: U[from, to) and N(mean, std) draws of self's shape and dtype.
+const Tensor& uniform_(const Tensor& self, double from = 0, double to = 1);
+const Tensor& normal_(const Tensor& self, double mean = 0, double std = 1);
+// num_samples category indices (int64) per row of probs ([C] or [N, C]: non-negative weights,
+// not necessarily normalised), with or without replacement: [num_samples] or [N, num_samples].
+Tensor multinomial(const Tensor& probs, int64_t num_samples, bool replacement = false);
+// One category index per row of logits (the last dim), drawn with probability softmax(logits):
+// torch.distributions.Categorical(logits=logits).sample(). Shape: logits' without its last dim.
+Tensor categorical(const Tensor& logits);
 
 // ---- element-wise ----
 // The unary and binary ops of engine/op_list.h, declared from its lists, with their dtype rules:

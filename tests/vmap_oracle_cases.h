@@ -74,6 +74,9 @@ inline std::vector<Case> make_cases() {
       OpId::dropout_mask, "dropout_mask", one({3, 4}),
       [](const Tensors& x) { return dropout_mask(x[0].shape(), 0.5); }, Kind::Random);
   add_case(
+      OpId::randperm, "randperm", one({6}), [](const Tensors& x) { return randperm(x[0].size(0)); },
+      Kind::Random);
+  add_case(
       OpId::dropout, "dropout", one({3, 4}),
       [](const Tensors& x) { return dropout(add(mul(x[0], 0.0), 3.0), 0.5, true); }, Kind::Random);
   // ---- unary ----

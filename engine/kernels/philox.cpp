@@ -4,6 +4,7 @@
 #include <bit>
 #include <cmath>
 #include <type_traits>
+#include <utility>
 
 #ifdef __AVX2__
 #include <immintrin.h>
@@ -227,6 +228,21 @@ void philox_uniform(double* out, int64_t n, uint64_t seed, uint64_t stream, uint
   for_each_word<2>(make_block(seed, stream, set_key), elem0, n,
                    [&](int64_t i, int lane, const uint32_t* r) {
                      out[i] = to_double(r[2 * lane], r[2 * lane + 1]);
+                   });
+}
+
+void philox_permutation(int64_t* out, int64_t n, uint64_t seed, uint64_t stream,
+                        uint64_t set_key) {
+  for (int64_t i = 0; i < n; ++i) out[i] = i;
+  if (n < 2) return;
+  for_each_word<2>(make_block(seed, stream, set_key), 0, n - 1,
+                   [&](int64_t t, int lane, const uint32_t* r) {
+                     const uint64_t u = (uint64_t{r[2 * lane]} << 32) | r[2 * lane + 1];
+                     const int64_t i = n - 1 - t;
+                     // j uniform in [0, i]: the top 64 bits of u * (i + 1), no modulo bias
+                     const auto j = static_cast<int64_t>(
+                         (static_cast<unsigned __int128>(u) * static_cast<uint64_t>(i + 1)) >> 64);
+                     std::swap(out[i], out[j]);
                    });
 }
 

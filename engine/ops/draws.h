@@ -7,7 +7,11 @@
 
 namespace td::impl {
 
-// The n draws of one set of a random factory op (rand, randn or dropout_mask) into out, of
+// t, or under vmap's decomposition the physical array of t's every set: what a value check reads
+Tensor all_sets(const Tensor& t);
+// rand, randn and dropout_mask draw floats, randperm int64: a TypeError otherwise
+void check_random_dtype(OpId op, DType dtype);
+// The n draws of one set of a random factory op (rand, randn, dropout_mask or randperm) into out, of
 // attrs.dtype, with (seed, stream, key): rand_impl's and friends' fill, shared with vmap's rule.
 void fill_random(OpId op, const RandomAttrs& attrs, void* out, int64_t n, uint64_t seed,
                  uint64_t stream, uint64_t key);

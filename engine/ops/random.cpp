@@ -26,8 +26,7 @@ std::vector<Tensor> draw(OpId id, const OpAttrs& any) {
   const char* op = op_name(id);
   const auto& attrs = attrs_as<RandomAttrs>(id, any);
   check_sizes(op, attrs.shape);
-  if (!is_floating(attrs.dtype))
-    throw_error<TypeError>("[", op, "] needs a floating dtype, got ", dtype_name(attrs.dtype));
+  check_random_dtype(id, attrs.dtype);
   Tensor out = Tensor::empty(attrs.shape, attrs.dtype);
   const uint64_t stream = next_rng_stream();
   const RngState st = rng_state();
@@ -38,9 +37,18 @@ std::vector<Tensor> draw(OpId id, const OpAttrs& any) {
 
 }  // namespace
 
+void check_random_dtype(OpId op, DType dtype) {
+  if (op == OpId::randperm ? dtype != DType::Int64 : !is_floating(dtype))
+    throw_error<TypeError>("[", op_name(op), "] needs ",
+                           op == OpId::randperm ? "int64" : "a floating dtype", ", got ",
+                           dtype_name(dtype));
+}
+
 void fill_random(OpId op, const RandomAttrs& attrs, void* out, int64_t n, uint64_t seed,
                  uint64_t stream, uint64_t key) {
-  if (op == OpId::dropout_mask) {
+  if (op == OpId::randperm) {
+    kernels::philox_permutation(static_cast<int64_t*>(out), n, seed, stream, key);
+  } else if (op == OpId::dropout_mask) {
     if (attrs.dtype != DType::Float32)
       throw_error<TypeError>("[dropout_mask] draws float32 masks, got ", dtype_name(attrs.dtype));
     kernels::philox_keep_mask(static_cast<float*>(out), n, attrs.p, seed, stream, key);
@@ -82,6 +90,9 @@ std::vector<Tensor> dropout_mask_impl(std::span<const Tensor>, const OpAttrs& at
 std::vector<Tensor> randn_impl(std::span<const Tensor>, const OpAttrs& attrs) {
   return draw(OpId::randn, attrs);
 }
+std::vector<Tensor> randperm_impl(std::span<const Tensor>, const OpAttrs& attrs) {
+  return draw(OpId::randperm, attrs);
+}
 
 std::vector<Tensor> bernoulli_impl(std::span<const Tensor> in, const OpAttrs&) {
   const Tensor& p = single("bernoulli", in);
@@ -90,11 +101,7 @@ std::vector<Tensor> bernoulli_impl(std::span<const Tensor> in, const OpAttrs&) {
                            " needs a floating dtype, got ", dtype_name(p.dtype()));
   // Probabilities outside [0, 1] (or NaN) raise, as in PyTorch. Inside vmap's decomposition p
   // may carry tags: its physical array holds every set's values, all checked at once.
-  const Tensor all =
-      p.is_batched() ? Tensor::from_storage_unchecked(p.storage(), p.dtype(), p.physical_shape(),
-                                                      p.physical_strides(), p.offset())
-                     : p;
-  for (double v : all.to_vector<double>())
+  for (double v : all_sets(p).to_vector<double>())
     if (!(v >= 0 && v <= 1))
       throw_error<ValueError>("[bernoulli] probabilities must be in [0, 1], got ", v,
                               " in p of shape ", p.shape());
@@ -134,6 +141,11 @@ Tensor rand(const Shape& shape, DType dtype) {
 }
 Tensor randn(const Shape& shape, DType dtype) {
   return call_op1(OpId::randn, {}, RandomAttrs{.shape = shape, .dtype = dtype});
+}
+Tensor randperm(int64_t n, DType dtype) {
+  if (n < 0) throw_error<ValueError>("[randperm] n must be non-negative, got ", n);
+  Tensor perm = call_op1(OpId::randperm, {}, RandomAttrs{.shape = {n}, .dtype = DType::Int64});
+  return dtype == DType::Int64 ? perm : perm.to(dtype);
 }
 Tensor rand_like(const Tensor& t) { return rand(t.shape(), t.dtype()); }
 Tensor randn_like(const Tensor& t) { return randn(t.shape(), t.dtype()); }

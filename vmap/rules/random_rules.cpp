@@ -18,7 +18,7 @@ void check_randomness(const char* op, Randomness r) {
 }
 
 // () -> [B_a, B_b, .., B_L, *shape] with one dim per Different level; lower ones get tagged.
-// rand, randn and dropout_mask.
+// rand, randn, dropout_mask and randperm.
 std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
                                const OpAttrs& any) {
   const auto& attrs = attrs_as<RandomAttrs>(ctx.op, any);
@@ -26,8 +26,7 @@ std::vector<Batched> rand_rule(const RuleContext& ctx, std::span<const Batched>,
   std::vector<VmapLevel> levels(active_levels().begin(), active_levels().end());
   levels.push_back({ctx.level, ctx.batch_size, ctx.randomness, ctx.set_offset});
   for (const auto& l : levels) check_randomness(name, l.randomness);
-  if (!is_floating(attrs.dtype))
-    throw_error<TypeError>("[", name, "] expects a floating dtype, got ", dtype_name(attrs.dtype));
+  impl::check_random_dtype(ctx.op, attrs.dtype);
   check_sizes(name, attrs.shape);
   std::vector<VmapLevel> diff;
   for (const auto& l : levels)
@@ -131,6 +130,7 @@ void register_random_rules() {
   set_batch_rule(OpId::rand, rand_rule);
   set_batch_rule(OpId::randn, rand_rule);
   set_batch_rule(OpId::dropout_mask, rand_rule);
+  set_batch_rule(OpId::randperm, rand_rule);
   set_batch_rule(OpId::bernoulli, bernoulli_rule);
   set_batch_rule(OpId::dropout, dropout_rule);
 }

@@ -258,6 +258,12 @@ struct ConvPadding : IntOrList {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
               const IntOrList& stride = {1, 1}, const ConvPadding& padding = {0, 0},
               const IntOrList& dilation = {1, 1}, int64_t groups = 1);
+// torch.nn.functional.conv1d: x [N, C, L] or unbatched [C, L], weight [out, in/groups, k];
+// stride, padding and dilation one value each (padding also "same"/"valid"). The conv2d op over
+// a unit height, so vmap batches it through conv2d's rule.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+              const IntOrList& stride = 1, const ConvPadding& padding = 0,
+              const IntOrList& dilation = 1, int64_t groups = 1);
 // "same" padding for a kernel (kh, kw) and dilation, as pad's {left, right, top, bottom};
 // ValueError (naming op) if it overflows.
 std::array<int64_t, 4> conv_same_padding(int64_t kh, int64_t kw, int64_t dh, int64_t dw,
@@ -279,6 +285,39 @@ Tensor avg_pool2d(const Tensor& x, const IntOrList& kernel_size, const IntOrList
                   const IntOrList& padding = {0, 0}, bool ceil_mode = false,
                   bool count_include_pad = true,
                   std::optional<int64_t> divisor_override = std::nullopt);
+// 1-D pools over x [N, C, L] or [C, L]: the 2-D pools over a unit height (indices are
+// positions along L, as torch's).
+Tensor max_pool1d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
+                  const IntOrList& padding = 0, const IntOrList& dilation = 1,
+                  bool ceil_mode = false);
+std::tuple<Tensor, Tensor> max_pool1d_with_indices(const Tensor& x, const IntOrList& kernel_size,
+                                                   const IntOrList& stride = {},
+                                                   const IntOrList& padding = 0,
+                                                   const IntOrList& dilation = 1,
+                                                   bool ceil_mode = false);
+Tensor avg_pool1d(const Tensor& x, const IntOrList& kernel_size, const IntOrList& stride = {},
+                  const IntOrList& padding = 0, bool ceil_mode = false,
+                  bool count_include_pad = true);
+// Adaptive pools as torch's: output i averages (or maxes) input [floor(i L / out),
+// ceil((i + 1) L / out)). x [N, C, L] / [C, L] (1d) or [N, C, H, W] / [C, H, W] (2d); a 2d
+// output_size entry nullopt keeps that dim's size. Size 1 is a plain reduction.
+Tensor adaptive_avg_pool1d(const Tensor& x, int64_t output_size);
+Tensor adaptive_avg_pool2d(const Tensor& x,
+                           const std::array<std::optional<int64_t>, 2>& output_size);
+Tensor adaptive_max_pool2d(const Tensor& x,
+                           const std::array<std::optional<int64_t>, 2>& output_size);
+// torch.nn.functional.group_norm: x [N, C, *] normalised over each group of C / num_groups
+// channels (and all of *), then weight and bias [C] per channel.
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {},
+                  const Tensor& bias = {}, double eps = 1e-5);
+// torch.nn.functional.instance_norm: x [N, C, *] normalised per sample and channel over *
+// (use_input_stats), or with running_mean/var [C]. In use_input_stats with running stats, these
+// are updated in place with momentum from the batch's mean of per-instance means and unbiased
+// variances, as torch.
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {},
+                     const Tensor& running_var = {}, const Tensor& weight = {},
+                     const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 
 // The point-wise part of a recurrent step, after its two products (torch's fused LSTM and GRU

@@ -85,3 +85,76 @@ std::string Conv2d::extra_repr() const {
 }
 
 }  // namespace td::nn
+
+namespace td::nn {
+
+Padding1::Padding1(const std::string& m) : mode(m) {
+  if (mode != "same" && mode != "valid")
+    throw_error<ValueError>("[Conv1d] invalid padding string '", mode,
+                            "', should be one of 'valid' or 'same'");
+}
+
+Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, Padding1 p, int64_t d, int64_t g,
+               bool with_bias, std::string pm)
+    : in_channels(in),
+      out_channels(out),
+      kernel_size(k),
+      stride(s),
+      padding(std::move(p)),
+      dilation(d),
+      groups(g),
+      padding_mode(std::move(pm)) {
+  if (padding_mode != "zeros" && padding_mode != "reflect" && padding_mode != "replicate" &&
+      padding_mode != "circular")
+    throw_error<ValueError>(
+        "[Conv1d] padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '",
+        padding_mode, "'");
+  if (padding.mode == "same" && s != 1)
+    throw_error<ValueError>("[Conv1d] padding='same' is not supported for strided convolutions");
+  if (padding.mode == "same") conv_same_padding(1, k, 1, d, "Conv1d");
+  if (g <= 0) throw_error<ValueError>("[Conv1d] groups must be positive, got ", g);
+  if (in % g != 0) throw_error<ValueError>("[Conv1d] in_channels must be divisible by groups");
+  if (out % g != 0) throw_error<ValueError>("[Conv1d] out_channels must be divisible by groups");
+  if (k <= 0 || s <= 0 || d <= 0 || padding.value < 0)
+    throw_error<ValueError>(
+        "[Conv1d] kernel_size, stride and dilation must be positive and padding non-negative");
+  const int64_t fan_in = checked_numel("Conv1d", {in / g, k});
+  double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
+  weight = register_parameter("weight", uniform_init({out, in / g, k}, bound));
+  if (with_bias) bias = register_parameter("bias", uniform_init({out}, bound));
+  register_method("forward", &Conv1d::forward, {"input"});
+}
+
+Tensor Conv1d::forward(const Tensor& input) {
+  if (padding_mode == "zeros")
+    return conv1d(input, weight, bias, stride,
+                  padding.mode.empty() ? ConvPadding(padding.value) : ConvPadding(padding.mode),
+                  dilation, groups);
+  int64_t lo = padding.value, hi = padding.value;
+  if (padding.mode == "same") {
+    const auto p = conv_same_padding(1, kernel_size, 1, dilation, "Conv1d");
+    lo = p[0];
+    hi = p[1];
+  }
+  // pad's circular mode takes a batch dim: give an unbatched input one
+  const bool unbatched = input.dim() == 2;
+  Tensor x = pad(unbatched ? input.unsqueeze(0) : input, {lo, hi}, padding_mode);
+  return conv1d(unbatched ? x.squeeze(0) : x, weight, bias, stride, 0, dilation, groups);
+}
+
+std::string Conv1d::extra_repr() const {
+  std::ostringstream os;
+  os << in_channels << ", " << out_channels << ", kernel_size=(" << kernel_size
+     << ",), stride=(" << stride << ",)";
+  if (!padding.mode.empty())
+    os << ", padding=" << padding.mode;
+  else if (padding.value)
+    os << ", padding=(" << padding.value << ",)";
+  if (dilation != 1) os << ", dilation=(" << dilation << ",)";
+  if (groups != 1) os << ", groups=" << groups;
+  if (!bias.defined()) os << ", bias=False";
+  if (padding_mode != "zeros") os << ", padding_mode=" << padding_mode;
+  return os.str();
+}
+
+}  // namespace td::nn

@@ -1,5 +1,5 @@
 #pragma once
-// Conv2d, and Size2: an int or an {h, w} pair as PyTorch's _pair accepts.
+// Conv1d, Conv2d, and Size2: an int or an {h, w} pair as PyTorch's _pair accepts.
 #include <cstddef>
 #include <initializer_list>
 #include <string>
@@ -26,6 +26,36 @@ struct Padding2 : Size2 {
   template <size_t N>
   Padding2(const char (&mode)[N]) : Padding2(std::string(mode)) {}  // NOLINT: a literal only
   std::string mode;
+};
+
+// Conv1d's padding: an int, or PyTorch's string padding "same" or "valid" (in `mode`; value 0).
+struct Padding1 {
+  Padding1(int64_t v) : value(v) {}            // NOLINT
+  Padding1(const std::string& mode);           // NOLINT
+  template <size_t N>
+  Padding1(const char (&mode)[N]) : Padding1(std::string(mode)) {}  // NOLINT: a literal only
+  int64_t value = 0;
+  std::string mode;
+};
+
+// Weight [out, in / groups, k] and bias [out], U(-b, b) with b = 1/sqrt(fan_in); input [N, C, L]
+// or [C, L]. padding_mode as Conv2d's.
+class Conv1d : public Module {
+ public:
+  const std::type_info* concurrent_forward_class() const override { return &typeid(Conv1d); }
+  Conv1d(int64_t in_channels, int64_t out_channels, int64_t kernel_size, int64_t stride = 1,
+         Padding1 padding = 0, int64_t dilation = 1, int64_t groups = 1, bool bias = true,
+         std::string padding_mode = "zeros");
+  Tensor forward(const Tensor& input);
+
+  int64_t in_channels, out_channels, kernel_size, stride;
+  Padding1 padding;
+  int64_t dilation, groups;
+  std::string padding_mode;
+  Param weight, bias;
+
+ protected:
+  std::string extra_repr() const override;
 };
 
 // Weight [out, in / groups, kh, kw] and bias [out], U(-b, b) with b = 1/sqrt(fan_in).

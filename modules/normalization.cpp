@@ -29,7 +29,7 @@ std::string LayerNorm::extra_repr() const {
   return os.str();
 }
 
-BatchNormBase::BatchNormBase(int64_t n, double e, double m, bool aff, bool track)
+BatchNormBase::BatchNormBase(int64_t n, double e, std::optional<double> m, bool aff, bool track)
     : num_features(n), eps(e), momentum(m), affine(aff), track_running_stats(track) {
   if (n <= 0) throw_error<ValueError>("[BatchNorm] num_features must be positive, got ", n);
   if (affine) {
@@ -59,12 +59,26 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   bool use_batch_stats = training || !track_running_stats;
   Tensor rm = track_running_stats ? running_mean.get() : Tensor();
   Tensor rv = track_running_stats ? running_var.get() : Tensor();
-  return batch_norm(input, rm, rv, weight, bias, use_batch_stats, momentum, eps);
+  if (momentum || !training || !track_running_stats)
+    return batch_norm(input, rm, rv, weight, bias, use_batch_stats, momentum.value_or(0.0), eps);
+  // momentum None: factor 1 / num_batches_tracked, a tensor (per set under functional_vmap)
+  const Tensor f = reciprocal(num_batches_tracked.get().to(rm.dtype()));
+  IntList dims{0};
+  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
+  if (input.numel() > input.size(1)) {  // batch_norm refuses one value per channel
+    const Tensor m = mean(input, dims).to(rm.dtype());
+    const Tensor v = var(input, dims, true).to(rv.dtype());
+    const Tensor keep = add(neg(f), 1.0);
+    copy_(rm, add(mul(rm, keep), mul(m, f)));
+    copy_(rv, add(mul(rv, keep), mul(v, f)));
+  }
+  return batch_norm(input, Tensor(), Tensor(), weight, bias, true, 0.0, eps);
 }
 
 std::string BatchNormBase::extra_repr() const {
   std::ostringstream os;
-  os << num_features << ", eps=" << repr_double(eps) << ", momentum=" << repr_double(momentum)
+  os << num_features << ", eps=" << repr_double(eps)
+     << ", momentum=" << (momentum ? repr_double(*momentum) : "None")
      << ", affine=" << (affine ? "True" : "False")
      << ", track_running_stats=" << (track_running_stats ? "True" : "False");
   return os.str();
@@ -80,6 +94,77 @@ void BatchNorm2d::check_input_dim(const Tensor& input) const {
   if (input.dim() != 4)
     throw_error<ValueError>("[BatchNorm2d] expected 4D input, got shape ",
                             shape_str(input.shape()));
+}
+
+}  // namespace td::nn
+
+namespace td::nn {
+
+GroupNorm::GroupNorm(int64_t g, int64_t c, double e, bool aff)
+    : num_groups(g), num_channels(c), eps(e), affine(aff) {
+  if (g <= 0 || c % g != 0)
+    throw_error<ValueError>("[GroupNorm] num_channels (", c, ") must be divisible by num_groups (",
+                            g, ")");
+  if (affine) {
+    weight = register_parameter("weight", ones({c}));
+    bias = register_parameter("bias", zeros({c}));
+  }
+  register_method("forward", &GroupNorm::forward, {"input"});
+}
+
+Tensor GroupNorm::forward(const Tensor& input) {
+  if (input.dim() >= 2 && input.size(1) != num_channels)
+    throw_error<ValueError>("[GroupNorm] expected ", num_channels,
+                            " channels at dim 1, got input of shape ", shape_str(input.shape()));
+  return group_norm(input, num_groups, weight, bias, eps);
+}
+
+std::string GroupNorm::extra_repr() const {
+  std::ostringstream os;
+  os << num_groups << ", " << num_channels << ", eps=" << repr_double(eps)
+     << ", affine=" << (affine ? "True" : "False");
+  return os.str();
+}
+
+InstanceNormBase::InstanceNormBase(int64_t n, double e, double m, bool aff, bool track)
+    : num_features(n), eps(e), momentum(m), affine(aff), track_running_stats(track) {
+  if (n <= 0) throw_error<ValueError>("[InstanceNorm] num_features must be positive, got ", n);
+  if (affine) {
+    weight = register_parameter("weight", ones({n}));
+    bias = register_parameter("bias", zeros({n}));
+  }
+  if (track) {
+    running_mean = register_buffer("running_mean", zeros({n}));
+    running_var = register_buffer("running_var", ones({n}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
+  }
+  register_method("forward", &InstanceNormBase::forward, {"input"});
+}
+
+Tensor InstanceNormBase::forward(const Tensor& input) {
+  const int64_t nb = unbatched_dim();
+  if (input.dim() != nb && input.dim() != nb + 1)
+    throw_error<ValueError>("[", type_name(), "] expected ", nb, "D or ", nb + 1,
+                            "D input, got shape ", shape_str(input.shape()));
+  const int64_t c = input.size(input.dim() - nb);
+  // without affine or running stats the channel count does not matter (torch warns)
+  if (c != num_features && (affine || track_running_stats))
+    throw_error<ValueError>("[", type_name(), "] expected ", num_features,
+                            " channels, got input of shape ", shape_str(input.shape()));
+  const Tensor x = input.dim() == nb ? input.unsqueeze(0) : input;
+  const bool use_input_stats = is_training() || !track_running_stats;
+  Tensor rm = track_running_stats ? running_mean.get() : Tensor();
+  Tensor rv = track_running_stats ? running_var.get() : Tensor();
+  Tensor y = instance_norm(x, rm, rv, weight, bias, use_input_stats, momentum, eps);
+  return input.dim() == nb ? y.squeeze(0) : y;
+}
+
+std::string InstanceNormBase::extra_repr() const {
+  std::ostringstream os;
+  os << num_features << ", eps=" << repr_double(eps) << ", momentum=" << repr_double(momentum)
+     << ", affine=" << (affine ? "True" : "False")
+     << ", track_running_stats=" << (track_running_stats ? "True" : "False");
+  return os.str();
 }
 
 }  // namespace td::nn

@@ -15,6 +15,7 @@ from the same spec (torch.nn's constructors), functorch vmap and a loop, interle
 
   tools/bench_vs_torch.py --model 'Sequential(Conv2d(3,16,3,padding=1), ReLU(), Flatten(),
       Linear(16384,10))' --input-shape 8,3,32,32 --sets 16
+  tools/bench_vs_torch.py --preset conv1d16
 """
 import argparse
 import json
@@ -35,6 +36,13 @@ TARGETS = {
     "mlp8_large": (1.0, 1.0),
     "mlp32_dropout_diff": (0.4, 0.5),
     "mlp256_small": (0.3, 0.5),
+}
+
+# Named custom workloads (--preset NAME): the module spec, a set's input shape, the sets and the
+# target for td / best PyTorch.
+PRESETS = {
+    "conv1d16": ("Sequential(Conv1d(8,32,5,padding=2), SiLU(), Conv1d(32,32,5,padding=2), SiLU(), "
+                 "AdaptiveAvgPool1d(1), Flatten(), Linear(32,4))", "8,8,128", 16, 0.6),
 }
 
 
@@ -130,6 +138,10 @@ def custom(a):
     print("|---|---|---|---|---|---|---|")
     print(f"| {a.name} | {v:.1f} | {l:.1f} | {tv:.1f} | {tl:.1f} | {v / best:.2f} | "
           f"{v / l:.2f} |")
+    if a.name in PRESETS:
+        target = PRESETS[a.name][3]
+        print(f"\n{a.name}: td / best PyTorch {v / best:.2f} (target {target}: "
+              f"{mark(v / best <= target)})")
 
 
 def median(runs, name, key):
@@ -155,8 +167,13 @@ def main():
     ap.add_argument("--train", action="store_true")
     ap.add_argument("--randomness", default="error", choices=("error", "different", "same"))
     ap.add_argument("--name", default="custom")
+    ap.add_argument("--preset", choices=sorted(PRESETS),
+                    help="a named custom workload (its model, input shape, sets and target)")
     ap.add_argument("--torch-side", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.preset:
+        a.model, a.input_shape, a.sets, _ = PRESETS[a.preset]
+        a.name = a.preset
     if a.torch_side:
         return torch_side(a)
     if a.model and not a.input_shape:

@@ -154,3 +154,50 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
 }
 
 }  // namespace td
+
+namespace td {
+
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntOrList& stride,
+              const ConvPadding& padding, const IntOrList& dilation, int64_t groups) {
+  auto one = [](const char* what, const IntList& v) {
+    if (v.size() != 1)
+      throw_error<ValueError>("[conv1d] ", what, " must have 1 value, got ", v);
+    return v[0];
+  };
+  const int64_t s = one("stride", stride.values), d = one("dilation", dilation.values);
+  const int64_t p = padding.mode.empty() ? one("padding", padding.values) : 0;
+  if (x.dim() != 2 && x.dim() != 3)
+    throw_error<ValueError>("[conv1d] expects a 2-D or 3-D input, got ", shape_word(), " ",
+                            x.shape());
+  if (!weight.defined() || weight.dim() != 3)
+    throw_error<ValueError>("[conv1d] weight must be 3-D [out, in/groups, k], got ",
+                            shape_word(), " ", weight.defined() ? weight.shape() : Shape{});
+  if (groups >= 1 && weight.size(1) * groups != x.size(x.dim() - 2))
+    throw_error<ValueError>("[conv1d] input of ", shape_word(), " ", x.shape(), " and weight of ",
+                            shape_word(), " ", weight.shape(), " do not match with groups=",
+                            groups, " (expected weight [out, in/groups, k])");
+  Tensor xp = x;
+  int64_t pad_lr = p;
+  if (padding.mode == "same" && weight.size(2) > 0 && d > 0) {
+    if (s != 1)
+      throw_error<ValueError>("[conv1d] padding='same' is not supported for strided convolutions");
+    const auto lr = conv_same_padding(1, weight.size(2), 1, d, "conv1d");
+    pad_lr = lr[0];
+    if (lr[0] != lr[1]) {  // an odd total: its extra element goes last, as torch
+      xp = pad(x, {lr[0], lr[1]});
+      pad_lr = 0;
+    }
+  }
+  // conv2d's errors speak of 4-D shapes: name conv1d and the shapes given to it instead
+  try {
+    return conv2d(xp.unsqueeze(-2), weight.unsqueeze(2), bias, {1, s}, {0, pad_lr}, {1, d}, groups)
+        .squeeze(-2);
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    throw_error<ValueError>("[conv1d] input of ", shape_word(), " ", x.shape(), ", weight of ",
+                            shape_word(), " ", weight.shape(), ": ",
+                            m.rfind("[conv2d] ", 0) == 0 ? m.substr(9) : m);
+  }
+}
+
+}  // namespace td

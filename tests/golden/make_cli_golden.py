@@ -126,6 +126,25 @@ case("transformer", transformer_layer,
       "src_key_padding_mask": torch.tensor([[False] * 4 + [True] * 2, [False] * 6])},
      sets=3, grad=True)
 
+# Spec: Sequential(Conv1d(3, 4, 3, padding='same', padding_mode='circular'), GroupNorm(2, 4),
+#   MaxPool1d(2), InstanceNorm1d(4, affine=True, track_running_stats=True),
+#   Conv1d(4, 4, 2, stride=2, groups=2, bias=False), AdaptiveAvgPool1d(1), Flatten(),
+#   Linear(4, 2)); per set
+case("layers1d",
+     lambda: nn.Sequential(nn.Conv1d(3, 4, 3, padding="same", padding_mode="circular"),
+                           nn.GroupNorm(2, 4), nn.MaxPool1d(2),
+                           nn.InstanceNorm1d(4, affine=True, track_running_stats=True),
+                           nn.Conv1d(4, 4, 2, stride=2, groups=2, bias=False),
+                           nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(4, 2)),
+     {"input": torch.randn(SETS, 2, 3, 8)}, per_set=("input",))
+# Spec: Sequential(Conv2d(2, 4, 3), AdaptiveMaxPool2d((None, 2)), InstanceNorm2d(4),
+#   AdaptiveAvgPool2d((2, 1)), Flatten(), Linear(8, 2))
+case("layers2d",
+     lambda: nn.Sequential(nn.Conv2d(2, 4, 3), nn.AdaptiveMaxPool2d((None, 2)),
+                           nn.InstanceNorm2d(4), nn.AdaptiveAvgPool2d((2, 1)), nn.Flatten(),
+                           nn.Linear(8, 2)),
+     {"input": torch.randn(2, 2, 6, 6)})
+
 with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()
 with open(os.path.join(OUT, "corrupt.safetensors"), "wb") as f:

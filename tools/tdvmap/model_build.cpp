@@ -222,7 +222,9 @@ void no_proj_size(const Args& a) {
 
 ModulePtr make_batchnorm(Args& a, bool two_d) {
   const int64_t n = a.i("num_features");
-  const double eps = a.f("eps"), momentum = a.f("momentum");
+  const double eps = a.f("eps");
+  const std::optional<double> momentum =
+      a.is_none("momentum") ? std::nullopt : std::optional<double>(a.f("momentum"));
   const bool affine = a.b("affine"), track = a.b("track_running_stats");
   if (two_d) return make<td::nn::BatchNorm2d>(n, eps, momentum, affine, track);
   return make<td::nn::BatchNorm1d>(n, eps, momentum, affine, track);
@@ -327,6 +329,106 @@ const std::map<std::string, ModuleKind>& kinds() {
                                                        a.size2("padding"), a.b("ceil_mode"),
                                                        a.b("count_include_pad"), divisor);
                       }};
+    // Conv1d, the 1-D and adaptive pools, GroupNorm, InstanceNorm1d/2d (issue 30)
+    t["Conv1d"] = {{{"in_channels", std::nullopt},
+                    {"out_channels", std::nullopt},
+                    {"kernel_size", std::nullopt},
+                    {"stride", int_v(1)},
+                    {"padding", int_v(0)},
+                    {"dilation", int_v(1)},
+                    {"groups", int_v(1)},
+                    {"bias", bool_v(true)},
+                    {"padding_mode", str_v("zeros")}},
+                   false,
+                   [](Args& a) {
+                     const td::nn::Padding1 padding =
+                         a.get("padding").kind == Kind::String
+                             ? td::nn::Padding1(a.s("padding"))
+                             : td::nn::Padding1(a.ints("padding", 1)[0]);
+                     return make<td::nn::Conv1d>(
+                         a.i("in_channels"), a.i("out_channels"), a.ints("kernel_size", 1)[0],
+                         a.ints("stride", 1)[0], padding, a.ints("dilation", 1)[0], a.i("groups"),
+                         a.b("bias"), a.s("padding_mode"));
+                   }};
+    t["MaxPool1d"] = {{{"kernel_size", std::nullopt},
+                       {"stride", none()},
+                       {"padding", int_v(0)},
+                       {"dilation", int_v(1)},
+                       {"return_indices", bool_v(false)},
+                       {"ceil_mode", bool_v(false)}},
+                      false,
+                      [](Args& a) {
+                        std::optional<int64_t> stride;
+                        if (!a.is_none("stride")) stride = a.ints("stride", 1)[0];
+                        return make<td::nn::MaxPool1d>(
+                            a.ints("kernel_size", 1)[0], stride, a.ints("padding", 1)[0],
+                            a.ints("dilation", 1)[0], a.b("return_indices"), a.b("ceil_mode"));
+                      }};
+    t["AvgPool1d"] = {{{"kernel_size", std::nullopt},
+                       {"stride", none()},
+                       {"padding", int_v(0)},
+                       {"ceil_mode", bool_v(false)},
+                       {"count_include_pad", bool_v(true)}},
+                      false,
+                      [](Args& a) {
+                        std::optional<int64_t> stride;
+                        if (!a.is_none("stride")) stride = a.ints("stride", 1)[0];
+                        return make<td::nn::AvgPool1d>(a.ints("kernel_size", 1)[0], stride,
+                                                       a.ints("padding", 1)[0], a.b("ceil_mode"),
+                                                       a.b("count_include_pad"));
+                      }};
+    t["AdaptiveAvgPool1d"] = {{{"output_size", std::nullopt}}, false, [](Args& a) {
+                                return make<td::nn::AdaptiveAvgPool1d>(
+                                    a.ints("output_size", 1)[0]);
+                              }};
+    // output_size: an int, or a tuple of two whose entries may be None
+    auto adaptive2 = [](const Args& a) {
+      const SpecValue& v = a.get("output_size");
+      if (v.kind == Kind::Int) return td::nn::AdaptiveSize2(v.i);
+      std::optional<int64_t> hw[2];
+      if (v.kind != Kind::Tuple || v.items.size() != 2)
+        a.fail(v.column, "output_size must be an int or a tuple of two ints or None");
+      for (size_t k = 0; k < 2; ++k) {
+        if (v.items[k].kind == Kind::Int)
+          hw[k] = v.items[k].i;
+        else if (v.items[k].kind != Kind::None)
+          a.fail(v.column, "output_size must be an int or a tuple of two ints or None");
+      }
+      return td::nn::AdaptiveSize2(hw[0], hw[1]);
+    };
+    t["AdaptiveAvgPool2d"] = {{{"output_size", std::nullopt}}, false, [adaptive2](Args& a) {
+                                return make<td::nn::AdaptiveAvgPool2d>(adaptive2(a));
+                              }};
+    t["AdaptiveMaxPool2d"] = {{{"output_size", std::nullopt}, {"return_indices", bool_v(false)}},
+                              false,
+                              [adaptive2](Args& a) {
+                                a.require_default("return_indices", bool_v(false));
+                                return make<td::nn::AdaptiveMaxPool2d>(adaptive2(a));
+                              }};
+    t["GroupNorm"] = {{{"num_groups", std::nullopt},
+                       {"num_channels", std::nullopt},
+                       {"eps", float_v(1e-5)},
+                       {"affine", bool_v(true)}},
+                      false,
+                      [](Args& a) {
+                        return make<td::nn::GroupNorm>(a.i("num_groups"), a.i("num_channels"),
+                                                       a.f("eps"), a.b("affine"));
+                      }};
+    const std::vector<ParamSpec> instancenorm = {{"num_features", std::nullopt},
+                                                 {"eps", float_v(1e-5)},
+                                                 {"momentum", float_v(0.1)},
+                                                 {"affine", bool_v(false)},
+                                                 {"track_running_stats", bool_v(false)}};
+    t["InstanceNorm1d"] = {instancenorm, false, [](Args& a) {
+                             return make<td::nn::InstanceNorm1d>(a.i("num_features"), a.f("eps"),
+                                                                 a.f("momentum"), a.b("affine"),
+                                                                 a.b("track_running_stats"));
+                           }};
+    t["InstanceNorm2d"] = {instancenorm, false, [](Args& a) {
+                             return make<td::nn::InstanceNorm2d>(a.i("num_features"), a.f("eps"),
+                                                                 a.f("momentum"), a.b("affine"),
+                                                                 a.b("track_running_stats"));
+                           }};
     t["Embedding"] = {{{"num_embeddings", std::nullopt},
                        {"embedding_dim", std::nullopt},
                        {"padding_idx", none()},
@@ -336,9 +438,11 @@ const std::map<std::string, ModuleKind>& kinds() {
                        {"sparse", bool_v(false)}},
                       false,
                       [](Args& a) {
-                        a.require_default("max_norm", none());
+                        std::optional<double> max_norm;
+                        if (!a.is_none("max_norm")) max_norm = a.f("max_norm");
                         return make<td::nn::Embedding>(a.i("num_embeddings"), a.i("embedding_dim"),
-                                                       a.opt_i("padding_idx"));
+                                                       a.opt_i("padding_idx"), max_norm,
+                                                       a.f("norm_type"));
                       }};
     t["MultiheadAttention"] = {{{"embed_dim", std::nullopt},
                                 {"num_heads", std::nullopt},

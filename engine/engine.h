@@ -5,6 +5,7 @@
 #include "engine/dtype.h"
 #include "engine/errors.h"
 #include "engine/kernels/isa.h"
+#include "engine/losses.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 #include "engine/random.h"

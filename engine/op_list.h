@@ -62,9 +62,11 @@
   TD_UNARY_OPS(X) X(gelu, Unary) X(clamp, Unary) X(to_dtype, Unary)                        \
   TD_BINARY_OPS(X)                                                                         \
   X(where, Ternary)                                                                    \
+  X(masked_fill, Ternary) /* masked_fill(x, mask, value) */                             \
   /* Reduce: ReduceAttrs */                                                           \
   X(sum, Reduce) X(mean, Reduce) X(var, Reduce) X(std, Reduce) X(amax, Reduce)          \
   X(amin, Reduce) X(argmax, Reduce) X(argmin, Reduce)                                   \
+  X(logsumexp, Reduce)                                                                 \
   /* Softmax: DimAttrs */                                                              \
   X(softmax, Softmax) X(log_softmax, Softmax)                                           \
   /* Linalg: matmul; linear(x, w, b?) LinearAttrs */                                  \

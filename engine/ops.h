@@ -115,6 +115,10 @@ DType result_type(const std::vector<Tensor>& tensors, const std::vector<Scalar>&
 Tensor where(const Tensor& cond, const Tensor& a, Scalar b);
 Tensor where(const Tensor& cond, Scalar a, const Tensor& b);
 Tensor where(const Tensor& cond, Scalar a, Scalar b);  // float32 for floats, int64 for ints
+// torch's out-of-place masked_fill: x where mask is false, value (cast to x's dtype; a tensor
+// value must be 0-d) where it is true; mask is bool and broadcasts with x.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value);
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value);
 // The 0-d tensor a scalar operand of t becomes (its dtype is result_type({like}, {value})).
 Tensor wrap_scalar(Scalar value, const Tensor& like);
 
@@ -217,6 +221,12 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool k
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// log(sum(exp(x))) over dims, computed stably (integer inputs give float32)
+Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim = false);
+template <SingleDim I>
+Tensor logsumexp(const Tensor& x, I dim, bool keepdim = false) {
+  return logsumexp(x, IntList{static_cast<int64_t>(dim)}, keepdim);
+}
 
 // ---- linear algebra ----
 Tensor matmul(const Tensor& a, const Tensor& b);

@@ -7,6 +7,7 @@
 #include "modules/dropout.h"
 #include "modules/embedding.h"
 #include "modules/linear.h"
+#include "modules/loss.h"
 #include "modules/module.h"
 #include "modules/normalization.h"
 #include "modules/pooling.h"

@@ -203,6 +203,10 @@ inline std::vector<Case> make_cases() {
         return Tensors{bools({2, 3}, i), vals({2, 3}, i), vals({3}, i + 2)};
       },
       [](const Tensors& x) { return where(x[0], x[1], x[2]); }, Kind::Exact);
+  add_case(
+      OpId::masked_fill, "masked_fill",
+      [](int64_t i) { return Tensors{vals({2, 3}, i), bools({3}, i), vals({}, i + 1)}; },
+      [](const Tensors& x) { return masked_fill(x[0], x[1], x[2]); }, Kind::Exact);
   // ---- reductions ----
   add_case(OpId::sum, "sum_dim1", one({2, 3, 2}), [](const Tensors& x) { return sum(x[0], {1}); });
   add_case(OpId::sum, "sum_all", one({2, 3}), [](const Tensors& x) { return sum(x[0]); });
@@ -234,6 +238,10 @@ inline std::vector<Case> make_cases() {
            [](const Tensors& x) { return softmax(x[0], -1); });
   add_case(OpId::log_softmax, "log_softmax", one({2, 3}),
            [](const Tensors& x) { return log_softmax(x[0], 0); });
+  add_case(OpId::logsumexp, "logsumexp", one({2, 3, 2}),
+           [](const Tensors& x) { return logsumexp(x[0], {0, 2}); });
+  add_case(OpId::logsumexp, "logsumexp_keepdim", one({2, 3}),
+           [](const Tensors& x) { return logsumexp(x[0], -1, true); });
   // ---- linear algebra ----
   add_case(OpId::matmul, "matmul_mm", two({2, 3}, {3, 4}),
            [](const Tensors& x) { return matmul(x[0], x[1]); });

@@ -15,7 +15,12 @@ from the same spec (torch.nn's constructors), functorch vmap and a loop, interle
 
   tools/bench_vs_torch.py --model 'Sequential(Conv2d(3,16,3,padding=1), ReLU(), Flatten(),
       Linear(16384,10))' --input-shape 8,3,32,32 --sets 16
-  tools/bench_vs_torch.py --preset conv1d16
+
+--loss NAME (a torch.nn.functional loss) scores each set's output against a shared random
+target, on both sides. --custom NAME runs one of the named custom workloads of CUSTOM:
+
+  tools/bench_vs_torch.py --rounds 3 --custom mlp64_xent
+  tools/bench_vs_torch.py --rounds 3 --custom conv1d16
 """
 import argparse
 import json
@@ -38,11 +43,17 @@ TARGETS = {
     "mlp256_small": (0.3, 0.5),
 }
 
-# Named custom workloads (--preset NAME): the module spec, a set's input shape, the sets and the
-# target for td / best PyTorch.
-PRESETS = {
-    "conv1d16": ("Sequential(Conv1d(8,32,5,padding=2), SiLU(), Conv1d(32,32,5,padding=2), SiLU(), "
-                 "AdaptiveAvgPool1d(1), Flatten(), Linear(32,4))", "8,8,128", 16, 0.6),
+# named custom workloads (--custom NAME): their flags and td / best PyTorch target
+CUSTOM = {
+    # the population loss of 64 MLPs: cross_entropy against shared class indices, mean
+    "mlp64_xent": (dict(model="Sequential(Linear(32,64), ReLU(), Linear(64,64), ReLU(), "
+                              "Linear(64,10))",
+                        input_shape="256,32", sets=64, loss="cross_entropy"), 0.5),
+    # an ensemble of small 1-D CNNs
+    "conv1d16": (dict(model="Sequential(Conv1d(8,32,5,padding=2), SiLU(), "
+                            "Conv1d(32,32,5,padding=2), SiLU(), AdaptiveAvgPool1d(1), Flatten(), "
+                            "Linear(32,4))",
+                      input_shape="8,8,128", sets=16), 0.6),
 }
 
 
@@ -91,10 +102,23 @@ def torch_side(a):
         return out[0] if isinstance(out, tuple) else out
 
     dims = (0, 0) + (0 if a.per_set else None,) * a.inputs
-    f = vmap(lambda p, b, *xs: first(fmodel(p, b, *xs)), in_dims=dims, randomness=a.randomness)
+    score = lambda y: y  # noqa: E731
+    if a.loss:  # a shared target of the shape one set's output asks for
+        with torch.no_grad():
+            out = first(nets[0](*([x[0] if a.per_set else x] * a.inputs)))
+        loss = getattr(torch.nn.functional, a.loss)
+        if a.loss in ("cross_entropy", "nll_loss"):
+            c = 1 if out.dim() > 1 else 0
+            ts = list(out.shape[:c]) + list(out.shape[c + 1:])
+            target = torch.randint(0, out.shape[c], ts)
+        else:
+            target = torch.rand(out.shape)
+        score = lambda y: loss(y, target)  # noqa: E731
+    f = vmap(lambda p, b, *xs: score(first(fmodel(p, b, *xs))), in_dims=dims,
+             randomness=a.randomness)
 
     def loop():
-        return torch.stack([first(n(*([x[i] if a.per_set else x] * a.inputs)))
+        return torch.stack([score(first(n(*([x[i] if a.per_set else x] * a.inputs))))
                             for i, n in enumerate(nets)])
 
     def timeit(fn, min_time=0.5):
@@ -123,6 +147,8 @@ def custom(a):
     flags += ["--per-set"] * a.per_set + ["--train"] * a.train
     if a.index_range:
         flags += ["--index-range", str(a.index_range)]
+    if a.loss:
+        flags += ["--loss", a.loss]
     child = ["/usr/bin/python3", os.path.abspath(__file__), "--torch-side", *flags]
     td, torch = [], []
     for i in range(a.rounds):
@@ -138,9 +164,9 @@ def custom(a):
     print("|---|---|---|---|---|---|---|")
     print(f"| {a.name} | {v:.1f} | {l:.1f} | {tv:.1f} | {tl:.1f} | {v / best:.2f} | "
           f"{v / l:.2f} |")
-    if a.name in PRESETS:
-        target = PRESETS[a.name][3]
-        print(f"\n{a.name}: td / best PyTorch {v / best:.2f} (target {target}: "
+    if a.custom:
+        target = CUSTOM[a.custom][1]
+        print(f"{a.name}: td / best PyTorch {v / best:.2f} (target {target}: "
               f"{mark(v / best <= target)})")
 
 
@@ -167,15 +193,17 @@ def main():
     ap.add_argument("--train", action="store_true")
     ap.add_argument("--randomness", default="error", choices=("error", "different", "same"))
     ap.add_argument("--name", default="custom")
-    ap.add_argument("--preset", choices=sorted(PRESETS),
-                    help="a named custom workload (its model, input shape, sets and target)")
+    ap.add_argument("--loss", help="score each set's output with this torch.nn.functional loss")
+    ap.add_argument("--custom", choices=sorted(CUSTOM), help="a named custom workload")
     ap.add_argument("--torch-side", action="store_true", help=argparse.SUPPRESS)
     a = ap.parse_args()
-    if a.preset:
-        a.model, a.input_shape, a.sets, _ = PRESETS[a.preset]
-        a.name = a.preset
     if a.torch_side:
         return torch_side(a)
+    if a.custom:
+        flags, target = CUSTOM[a.custom]
+        for k, v in flags.items():
+            setattr(a, k, v)
+        a.name = a.custom
     if a.model and not a.input_shape:
         sys.exit("bench_vs_torch: --model needs --input-shape")
     if not os.access(a.tdvmap, os.X_OK):

@@ -162,6 +162,19 @@ std::vector<Tensor> where_impl(std::span<const Tensor> in, const OpAttrs&) {
   return {kernels::where(c, a, b, promote_types(a.dtype(), b.dtype()))};
 }
 
+// masked_fill(x, mask, value): value (0-d, or [B, 1, ...] under vmap, already x's dtype) where
+// mask is set; as torch's out-of-place masked_fill, x and mask broadcast against each other.
+std::vector<Tensor> masked_fill_impl(std::span<const Tensor> in, const OpAttrs&) {
+  only_input("masked_fill", in, 3);
+  const Tensor &x = in[0], &m = in[1], &v = in[2];
+  if (m.dtype() != DType::Bool)
+    throw_error<TypeError>("[masked_fill] mask must be a bool tensor, got ", dtype_name(m.dtype()),
+                           " of shape ", shape_str(m.shape()));
+  broadcast_shapes("masked_fill", broadcast_shapes("masked_fill", x.shape(), m.shape()),
+                   v.shape());
+  return {kernels::where(m, v, x, x.dtype())};
+}
+
 }  // namespace impl
 
 // ---- public functions ----
@@ -298,6 +311,24 @@ Tensor where(const Tensor& cond, Scalar a, Scalar b) {
     return t == DType::Int64 ? wrap_scalar(v.to_int(), Tensor()) : scalar_tensor(v.to_double(), t);
   };
   return where(cond, wrap(a), wrap(b));
+}
+
+// As torch, the value is cast to x's dtype; a tensor value must be 0-d.
+Tensor masked_fill(const Tensor& x, const Tensor& mask, const Tensor& value) {
+  if (!x.defined() || !mask.defined() || !value.defined())
+    throw_error<ValueError>("[masked_fill] expected defined input, mask and value tensors");
+  if (value.dim() != 0)
+    throw_error<ValueError>("[masked_fill] value must be a 0-d tensor, got ", shape_word(), " ",
+                            value.shape(), " (input ", x.shape(), ", mask ", mask.shape(), ")");
+  return call_op1(OpId::masked_fill, {x, mask, value.to(x.dtype())}, {});
+}
+Tensor masked_fill(const Tensor& x, const Tensor& mask, Scalar value) {
+  if (!x.defined())
+    throw_error<ValueError>("[masked_fill] expected a defined input tensor");
+  const Tensor v = x.dtype() == DType::Int64 && value.is_integral()
+                       ? wrap_scalar(value.to_int(), Tensor())
+                       : scalar_tensor(value.to_double(), DType::Float64).to(x.dtype());
+  return call_op1(OpId::masked_fill, {x, mask, v.to(x.dtype())}, {});
 }
 
 Tensor operator-(const Tensor& x) { return neg(x); }

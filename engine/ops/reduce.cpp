@@ -63,7 +63,8 @@ ReduceKind reduce_kind(OpId op) {
 
 IntList check_reduce(OpId op, const Shape& x, DType t, const IntList& dims, const char* what) {
   const char* name = op_name(op);
-  const ReduceKind kind = reduce_kind(op);
+  // logsumexp checks as sum does (integer inputs compute in float32)
+  const ReduceKind kind = op == OpId::logsumexp ? ReduceKind::Sum : reduce_kind(op);
   IntList out = reduce_dims(name, dims, static_cast<int64_t>(x.size()));
   if (kind == ReduceKind::Mean || kind == ReduceKind::Var || kind == ReduceKind::Std)
     check_floating(name, x, t, what);
@@ -103,6 +104,23 @@ TD_REDUCE(argmax)
 TD_REDUCE(argmin)
 #undef TD_REDUCE
 
+// log(sum(exp(x - m))) + m with m the max over dims, taken as 0 where it is infinite: a row of
+// -inf gives -inf, a row holding +inf gives +inf (NaN if it also holds NaN), as torch.
+std::vector<Tensor> logsumexp_impl(std::span<const Tensor> in, const OpAttrs& any) {
+  const auto& attrs = attrs_as<ReduceAttrs>(OpId::logsumexp, any);
+  const Tensor& x0 = single("logsumexp", in);
+  const IntList dims = check_reduce(OpId::logsumexp, x0.shape(), x0.dtype(), attrs.dims,
+                                    shape_word());
+  const Tensor x = is_floating(x0.dtype()) ? x0 : x0.to(DType::Float32);
+  bool empty_dim = false;
+  for (int64_t d : dims) empty_dim = empty_dim || x.size(d) == 0;
+  if (empty_dim) return {log(sum(exp(x), dims, attrs.keepdim))};  // -inf, as torch
+  Tensor m = amax(x, dims, true);
+  m = masked_fill(m, isinf(m), 0);
+  Tensor s = log(sum(exp(x - m), dims, attrs.keepdim));
+  return {add(s, m.reshape(s.shape()))};
+}
+
 }  // namespace impl
 
 namespace {
@@ -134,6 +152,9 @@ Tensor argmax(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
 }
 Tensor argmin(const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
   return call_op1(OpId::argmin, {x}, reduce_attrs(dim ? IntList{*dim} : IntList{}, keepdim));
+}
+Tensor logsumexp(const Tensor& x, const IntList& dims, bool keepdim) {
+  return call_op1(OpId::logsumexp, {x}, reduce_attrs(dims, keepdim));
 }
 // Compositions of batched ops, so vmap needs no rules of their own.
 // (their dims are checked first, so that a bad one is reported as theirs, not sum's)

@@ -149,3 +149,32 @@ with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()
 with open(os.path.join(OUT, "corrupt.safetensors"), "wb") as f:
     f.write(data[: len(data) // 2])
+
+
+# `run --loss NAME --target FILE`: "output" and each set's "loss" against the target, shared or
+# per set (--target-in-dim 0); written after the cases above so that their data stays the same
+def loss_case(name, make, x, target, loss, per_set_target=False, **kw):
+    models = [make().eval() for _ in range(SETS)]
+    with torch.no_grad():
+        outs = [m(x) for m in models]
+        losses = [loss(o, target[i] if per_set_target else target, **kw)
+                  for i, o in enumerate(outs)]
+    safetensors_io.save(stacked_state(models), os.path.join(OUT, f"{name}.params.safetensors"))
+    safetensors_io.save({"input": x}, os.path.join(OUT, f"{name}.input.safetensors"))
+    safetensors_io.save({"target": target}, os.path.join(OUT, f"{name}.target.safetensors"))
+    expected = {"output": torch.stack(outs), "loss": torch.stack(losses)}
+    safetensors_io.save(expected, os.path.join(OUT, f"{name}.expected.safetensors"))
+    print(name, {k: tuple(v.shape) for k, v in expected.items()})
+
+
+# Spec: Sequential(Linear(6, 16), ReLU(), Linear(16, 4)); cross_entropy, mean, one target ignored
+loss_case("xent", lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4)),
+          torch.randn(7, 6), torch.tensor([0, 3, 1, -100, 2, 2, 1]),
+          torch.nn.functional.cross_entropy)
+# the same with a target per set and reduction sum
+loss_case("xent_per_set", lambda: nn.Sequential(nn.Linear(6, 16), nn.ReLU(), nn.Linear(16, 4)),
+          torch.randn(7, 6), torch.randint(0, 4, (SETS, 7)), torch.nn.functional.cross_entropy,
+          per_set_target=True, reduction="sum")
+# Spec: Sequential(Linear(6, 8), Tanh(), Linear(8, 3)); mse_loss, none
+loss_case("mse_none", lambda: nn.Sequential(nn.Linear(6, 8), nn.Tanh(), nn.Linear(8, 3)),
+          torch.randn(7, 6), torch.randn(7, 3), torch.nn.functional.mse_loss, reduction="none")

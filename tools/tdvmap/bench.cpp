@@ -25,6 +25,7 @@
 #include "modules/modules.h"
 #include "tools/tdvmap/common.h"
 #include "tools/tdvmap/model_spec.h"
+#include "tools/tdvmap/scoring.h"
 #include "vmap/functional_vmap.h"
 
 namespace tdvmap {
@@ -49,6 +50,7 @@ struct Workload {
   int64_t inputs = 1;
   int64_t index_range = 0;
   bool train = false;
+  std::string loss = {};  // each set's output scored against a shared random target
 };
 
 struct BenchOptions {
@@ -72,6 +74,7 @@ struct BenchOptions {
   int64_t inputs = 1;
   int64_t index_range = 0;
   bool train = false;
+  std::string loss;
 };
 
 std::vector<Workload> public_workloads() {
@@ -128,6 +131,8 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   for (int64_t i = 0; i < w.sets; ++i)
     nets.push_back(w.spec.empty() ? make_mlp(w.sizes, w.dropout) : build_model(w.spec));
   for (auto& n : nets) n->train(w.spec.empty() ? w.dropout > 0 : w.train);
+  if (!w.loss.empty())
+    for (auto& n : nets) n = std::make_shared<ScoredModel>(n, w.loss);
   const nn::Module& model = *nets[0];
   TensorDict params = TensorDict::from_modules(nets);
 
@@ -157,6 +162,20 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
     }
   } else {
     for (int64_t i = 0; i < w.inputs; ++i) vmap_options.args.push_back(x);
+  }
+  if (!w.loss.empty()) {
+    // a target of the shape one set's output asks for: class indices, or values in [0, 1)
+    const td::Value y = (*nets[0]->named_children().front().second)({w.per_set ? x[0] : x});
+    const td::Shape out = (y.is_tensor() ? y : y[0]).tensor().shape();
+    td::Shape ts = out;
+    if (loss_takes_indices(w.loss) && !ts.empty()) ts.erase(ts.begin() + (ts.size() > 1 ? 1 : 0));
+    const int64_t classes = out.empty() ? 1 : out[out.size() > 1 ? 1 : 0];
+    vmap_options.kwargs.set(
+        "target", loss_takes_indices(w.loss)
+                      ? td::clamp(td::mul(td::rand(ts, td::kFloat64), static_cast<double>(classes))
+                                      .to(td::DType::Int64),
+                                  std::nullopt, classes - 1)
+                      : td::rand(ts));
   }
   nn::FunctionalVmapOptions loop_options = vmap_options;
   loop_options.loop = true;
@@ -244,6 +263,8 @@ int run_bench(BenchOptions o) {
       w.inputs = o.inputs;
       w.index_range = o.index_range;
       w.train = o.train;
+      w.loss = o.loss;
+      if (!w.loss.empty() && w.inputs != 1) throw UsageError("--loss takes one input (--inputs 1)");
       todo.push_back(w);
     }
   } else {
@@ -368,8 +389,12 @@ Command add_bench_command(CLI::App& app) {
                   "Custom --model workload: an int64 input of indices in [0, N) (Embedding)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   sub->add_flag("--train", o->train, "Custom --model workload: training mode");
+  sub->add_option("--loss", o->loss,
+                  "Custom --model workload: score each set's output with this loss (reduction "
+                  "mean) against a shared random target")
+      ->check(CLI::IsMember(loss_names()));
   for (const char* flag : {"--batch", "--dropout"}) sub->get_option(flag)->needs(mlp);
-  for (const char* flag : {"--input-shape", "--inputs", "--index-range", "--train"})
+  for (const char* flag : {"--input-shape", "--inputs", "--index-range", "--train", "--loss"})
     sub->get_option(flag)->needs(model);
   sub->footer(
       "Output: name<TAB>vmap_us=..<TAB>loop_us=..<TAB>chunk8_us=..<TAB>gflops=..<TAB>peak_mb=..\n"
@@ -387,6 +412,8 @@ Command add_bench_command(CLI::App& app) {
       "Linear(4096,10))'\n"
       "  tdvmap bench --sets 8 --model 'MultiheadAttention(64, 4, batch_first=True)' \\\n"
       "      --input-shape 16,32,64 --inputs 3\n"
+      "  tdvmap bench --sets 64 --input-shape 256,32 --name mlp64_xent --loss cross_entropy \\\n"
+      "      --model 'Sequential(Linear(32,64), ReLU(), Linear(64,64), ReLU(), Linear(64,10))'\n"
       "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE tdvmap bench --threads 1 --peak");
   return {"bench", [o, sub, mlp, model] {
             for (const char* flag : {"--sets", "--per-set", "--randomness", "--name"})

@@ -230,6 +230,62 @@ ModulePtr make_batchnorm(Args& a, bool two_d) {
   return make<td::nn::BatchNorm1d>(n, eps, momentum, affine, track);
 }
 
+// The loss modules, forward(input, target). A weight is a tensor, which a spec cannot hold: None
+// only, as for torch's deprecated size_average and reduce.
+void add_loss_kinds(std::map<std::string, ModuleKind>& t) {
+  const auto nones = [](Args& a, std::initializer_list<const char*> names) {
+    for (const char* n : names)
+      if (!a.is_none(n))
+        a.fail(a.get(n).column, a.call().name + "() argument '" + n + "' must be None in a spec");
+  };
+  const ParamSpec size_average{"size_average", none()}, reduce{"reduce", none()},
+      reduction{"reduction", str_v("mean")}, weight{"weight", none()},
+      ignore_index{"ignore_index", int_v(-100)};
+  t["MSELoss"] = {{size_average, reduce, reduction}, false, [=](Args& a) {
+                    nones(a, {"size_average", "reduce"});
+                    return make<td::nn::MSELoss>(a.s("reduction"));
+                  }};
+  t["L1Loss"] = {{size_average, reduce, reduction}, false, [=](Args& a) {
+                   nones(a, {"size_average", "reduce"});
+                   return make<td::nn::L1Loss>(a.s("reduction"));
+                 }};
+  t["SmoothL1Loss"] = {{size_average, reduce, reduction, {"beta", float_v(1.0)}}, false,
+                       [=](Args& a) {
+                         nones(a, {"size_average", "reduce"});
+                         return make<td::nn::SmoothL1Loss>(a.s("reduction"), a.f("beta"));
+                       }};
+  t["HuberLoss"] = {{reduction, {"delta", float_v(1.0)}}, false, [](Args& a) {
+                      return make<td::nn::HuberLoss>(a.s("reduction"), a.f("delta"));
+                    }};
+  t["CrossEntropyLoss"] = {
+      {weight, size_average, ignore_index, reduce, reduction, {"label_smoothing", float_v(0.0)}},
+      false, [=](Args& a) {
+        nones(a, {"weight", "size_average", "reduce"});
+        return make<td::nn::CrossEntropyLoss>(td::Tensor(), a.i("ignore_index"), a.s("reduction"),
+                                              a.f("label_smoothing"));
+      }};
+  t["NLLLoss"] = {{weight, size_average, ignore_index, reduce, reduction}, false, [=](Args& a) {
+                    nones(a, {"weight", "size_average", "reduce"});
+                    return make<td::nn::NLLLoss>(td::Tensor(), a.i("ignore_index"),
+                                                 a.s("reduction"));
+                  }};
+  t["BCELoss"] = {{weight, size_average, reduce, reduction}, false, [=](Args& a) {
+                    nones(a, {"weight", "size_average", "reduce"});
+                    return make<td::nn::BCELoss>(td::Tensor(), a.s("reduction"));
+                  }};
+  t["BCEWithLogitsLoss"] = {{weight, size_average, reduce, reduction, {"pos_weight", none()}},
+                            false, [=](Args& a) {
+                              nones(a, {"weight", "size_average", "reduce", "pos_weight"});
+                              return make<td::nn::BCEWithLogitsLoss>(td::Tensor(),
+                                                                     a.s("reduction"));
+                            }};
+  t["KLDivLoss"] = {{size_average, reduce, reduction, {"log_target", bool_v(false)}}, false,
+                    [=](Args& a) {
+                      nones(a, {"size_average", "reduce"});
+                      return make<td::nn::KLDivLoss>(a.s("reduction"), a.b("log_target"));
+                    }};
+}
+
 const std::map<std::string, ModuleKind>& kinds() {
   static const std::map<std::string, ModuleKind> table = [] {
     std::map<std::string, ModuleKind> t;
@@ -517,6 +573,7 @@ const std::map<std::string, ModuleKind>& kinds() {
                    "TransformerEncoderLayer(...)");
           return make<td::nn::TransformerEncoder>(*layer, a.i("num_layers"), a.module("norm"));
         }};
+    add_loss_kinds(t);
     return t;
   }();
   return table;

@@ -21,7 +21,9 @@
 #include "tools/tdvmap/model_spec.h"
 #include "tools/tdvmap/progress.h"
 #include "tools/tdvmap/run_args.h"
+#include "tools/tdvmap/scoring.h"
 #include "vmap/functional_vmap.h"
+#include "vmap/transform.h"
 
 namespace tdvmap {
 namespace {
@@ -45,6 +47,10 @@ struct RunOptions {
   uint64_t seed = 0;
   std::string out;
   bool quiet = false;
+  std::string loss;  // scores each set's output against --target
+  std::string target;
+  std::string loss_reduction = "mean";
+  std::optional<int64_t> target_in_dim;
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -158,6 +164,31 @@ void collect(const td::Value& v, const std::string& key, TensorDict& out) {
   }
 }
 
+// Each set's loss of its output against the target (shared, or per set at --target-in-dim), in
+// one batched call: [sets...] for a reduced loss, [sets..., per-set shape] for "none".
+Tensor score(const RunOptions& o, const Shape& sets, const td::Value& result, Tensor t) {
+  if (!result.is_tensor())
+    td::throw_error<td::ValueError>("--loss ", o.loss, " needs a tensor output, got a ",
+                                    result.kind_name());
+  const LossFn fn = loss_function(o.loss);
+  const std::string reduction = o.loss_reduction;
+  const int64_t nb = static_cast<int64_t>(sets.size());
+  Tensor y = result.tensor();
+  if (nb == 0) return fn(y, t, reduction);
+  if (nb > 1) y = y.flatten(0, nb - 1);  // one dim of sets for vmap
+  std::optional<int64_t> tdim = o.target_in_dim;
+  if (tdim && nb > 1) {
+    const int64_t d = td::normalize_dim("--target-in-dim", *tdim, t.dim());
+    t = t.flatten(d, d + nb - 1);
+    tdim = d;
+  }
+  auto per_set = td::vmap([&](Tensor ys, Tensor ts) { return fn(ys, ts, reduction); },
+                          {.in_dims = {td::Dims(0), td::Dims(tdim)}});
+  Tensor loss = per_set(y, t);
+  if (nb > 1) loss = loss.unflatten(0, sets);
+  return loss;
+}
+
 int run_run(const RunOptions& o) {
   td::manual_seed(o.seed);
   nn::FunctionalVmapOptions options;
@@ -172,6 +203,13 @@ int run_run(const RunOptions& o) {
   model->train(o.train);
   options.params = load_params(*model, o.params, o.params_key);
   for (const auto& [name, path] : parsed.inputs) options.kwargs.set(name, load_input(name, path));
+  Tensor target;  // read before the run, so that a bad file fails early
+  if (!o.loss.empty()) {
+    const td::Value t = load_input("target", o.target);
+    if (!t.is_tensor())
+      td::throw_error<td::ValueError>("--target file '", o.target, "' must hold one tensor");
+    target = t.tensor();
+  }
 
   // a long run shows its progress on a terminal; a pipe or a file gets none
   if (!o.quiet && isatty(STDERR_FILENO)) {
@@ -189,6 +227,7 @@ int run_run(const RunOptions& o) {
   }
   TensorDict out;
   collect(result, "output", out);
+  if (!o.loss.empty()) out.set("loss", score(o, options.params.batch_size(), result, target));
   if (ends_with(o.out, ".npz"))
     td::save_npz(out, o.out);
   else
@@ -246,6 +285,23 @@ Command add_run_command(CLI::App& app) {
                   "Output safetensors file (.npz: NumPy's): 'output', or '0','1',... for a "
                   "tuple, or the dict's keys")
       ->required();
+  auto* loss = sub->add_option("--loss", o->loss,
+                               "Also write 'loss': each set's loss of the output against "
+                               "--target (torch.nn.functional's, default options)")
+                   ->check(CLI::IsMember(loss_names()));
+  sub->add_option("--target", o->target,
+                  "The loss's target: a safetensors, .npy or .npz file of one tensor (class "
+                  "indices int64), shared by every set unless --target-in-dim")
+      ->needs(loss);
+  loss->needs(sub->get_option("--target"));
+  sub->add_option("--loss-reduction", o->loss_reduction,
+                  "mean | sum | none | batchmean (kl_div)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"mean", "sum", "none", "batchmean"}))
+      ->needs(loss);
+  sub->add_option("--target-in-dim", o->target_in_dim,
+                  "The target holds one slice per set at this dim")
+      ->needs(loss);
   sub->footer(
       "Example:\n"
       "  tdvmap run --model 'Sequential(Linear(64,256), ReLU(), Dropout(0.1), Linear(256,10))' \\\n"
@@ -256,7 +312,10 @@ Command add_run_command(CLI::App& app) {
       "      --in-dim query=0 --out attn.safetensors\n"
       "  tdvmap run --model 'Sequential(Linear(5,16), ReLU(), Linear(16,3))' \\\n"
       "      --params member_0.pt member_1.pt member_2.pt --input x.safetensors --out "
-      "y.safetensors");
+      "y.safetensors\n"
+      "  tdvmap run --model 'Sequential(Linear(64,256), ReLU(), Linear(256,10))' \\\n"
+      "      --params ensemble.safetensors --input x.npy --loss cross_entropy \\\n"
+      "      --target labels.npy --out scores.safetensors   # 'loss': one value per set");
   return {"run", [o] { return run_run(*o); }};
 }
 

@@ -126,6 +126,20 @@ case("transformer", transformer_layer,
       "src_key_padding_mask": torch.tensor([[False] * 4 + [True] * 2, [False] * 6])},
      sets=3, grad=True)
 
+# Spec: Sequential(Linear(6, 8), PReLU(8), Linear(8, 8), Mish(), Softplus(beta=2, threshold=5),
+#   Unflatten(1, (2, 4)), GLU(), Flatten(), Hardswish(), Linear(4, 3), LeakyReLU(0.1));
+#   every set's PReLU weights its own
+def activations():
+    m = nn.Sequential(nn.Linear(6, 8), nn.PReLU(8), nn.Linear(8, 8), nn.Mish(),
+                      nn.Softplus(beta=2, threshold=5), nn.Unflatten(1, (2, 4)), nn.GLU(),
+                      nn.Flatten(), nn.Hardswish(), nn.Linear(4, 3), nn.LeakyReLU(0.1))
+    with torch.no_grad():
+        m[1].weight.copy_(torch.rand(8) - 0.5)
+    return m
+
+
+case("activations", activations, {"input": torch.randn(7, 6) * 2})
+
 with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()
 with open(os.path.join(OUT, "corrupt.safetensors"), "wb") as f:

@@ -141,7 +141,7 @@ GLU::GLU(int64_t d) : dim(d) { register_method("forward", &GLU::forward, {"input
 Tensor GLU::forward(const Tensor& input) { return glu(input, dim); }
 
 PReLU::PReLU(int64_t n, double init) : num_parameters(n) {
-  if (n < 1) throw_error<ValueError>("[PReLU] num_parameters must be at least 1, got ", n);
+  if (n < 0) throw_error<ValueError>("[PReLU] num_parameters must be >= 0, got ", n);
   weight = register_parameter("weight", full({n}, init, kFloat32));
   register_method("forward", &PReLU::forward, {"input"});
 }

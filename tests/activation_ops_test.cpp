@@ -146,8 +146,13 @@ TEST_CASE("glu and prelu: errors name the op and the shapes") {
   CHECK_THROWS_AS(prelu(zeros({2, 3}, kInt64), zeros({3}, kInt64)), TypeError);
   auto mod = std::make_shared<nn::PReLU>(3);
   CHECK_THROWS_AS(mod->forward(zeros({2, 4})), ValueError);
-  CHECK_THROWS_AS(hardtanh(zeros({2}), 1, -1), ValueError);
+  // F.hardtanh takes max_val < min_val (max_val everywhere); nn.Hardtanh asserts
+  CHECK(hardtanh(tensor({-3.0, 0.5, 2.0}), 1, -1).to_vector<float>() ==
+        std::vector<float>{-1, -1, -1});
+  CHECK(hardtanh(tensor<int64_t>({-3, 0, 2}), 1, -1).to_vector<int64_t>() ==
+        std::vector<int64_t>{-1, -1, -1});
   CHECK_THROWS_AS(nn::Hardtanh(1, -1), ValueError);
+  CHECK_THROWS_AS(celu(zeros({2}), 0), RuntimeError);
 }
 
 TEST_CASE("prelu against PyTorch") {

@@ -164,10 +164,12 @@ Tensor simd_map(const Tensor& x, V vf) {
   return out;
 }
 
-// v clamped to [lo, hi], a NaN kept (xsimd's min and max may drop it).
+// v raised to lo, then lowered to hi (so hi wins when hi < lo, as torch's hardtanh), a NaN kept
+// (xsimd's min and max may drop it).
 template <class T, class B>
 B clamp_lanes(B v, T lo, T hi) {
-  return xsimd::select(v < B(lo), B(lo), xsimd::select(v > B(hi), B(hi), v));
+  const B raised = xsimd::select(v < B(lo), B(lo), v);
+  return xsimd::select(raised > B(hi), B(hi), raised);
 }
 
 template <class T>

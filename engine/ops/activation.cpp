@@ -20,10 +20,8 @@ Tensor celu(const Tensor& x, double alpha) {
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   return call_op1(OpId::softplus, {x}, ActivationAttrs{.beta = beta, .threshold = threshold});
 }
+// x raised to min_val, then lowered to max_val: all max_val when max_val < min_val, as torch
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
-  if (max_val < min_val)
-    throw_error<ValueError>("[hardtanh] max_val (", max_val, ") must be at least min_val (",
-                            min_val, ")");
   return call_op1(OpId::hardtanh, {x}, ActivationAttrs{.min_val = min_val, .max_val = max_val});
 }
 

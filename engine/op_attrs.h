@@ -40,6 +40,15 @@ struct ClampAttrs {
   bool floating_bound = false;  // a bound is a floating scalar (integer inputs compute float)
 };
 
+// The activations with scalar arguments, each reading its own fields (torch's names and defaults).
+struct ActivationAttrs {
+  static constexpr const char* kName = "ActivationAttrs";
+  double negative_slope = 0.01;      // leaky_relu
+  double alpha = 1;                  // elu, celu
+  double beta = 1, threshold = 20;   // softplus
+  double min_val = -1, max_val = 1;  // hardtanh
+};
+
 // to_dtype
 struct CastAttrs {
   static constexpr const char* kName = "CastAttrs";
@@ -157,7 +166,8 @@ struct FillAttrs {
 using OpAttrs = std::variant<NoAttrs, RandomAttrs, GeluAttrs, ClampAttrs, CastAttrs, ReduceAttrs,
                              DimAttrs, DimsAttrs, SizesAttrs, TransposeAttrs, SelectAttrs,
                              SliceAttrs, FlattenAttrs, UnflattenAttrs, SplitAttrs, LinearAttrs,
-                             LayerNormAttrs, BatchNormAttrs, ConvAttrs, PoolAttrs, FillAttrs>;
+                             LayerNormAttrs, BatchNormAttrs, ConvAttrs, PoolAttrs, FillAttrs,
+                             ActivationAttrs>;
 
 // The name of the struct attrs holds ("ConvAttrs").
 inline const char* attrs_name(const OpAttrs& attrs) {

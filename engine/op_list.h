@@ -17,6 +17,8 @@
 //   Keep     keeps the dtype, bool included
 //   Bool     a bool result
 //   Bitwise  bool and int64 only, dtype kept
+//   Floating floating only: integer and bool inputs refused, as torch's silu, mish, ...
+//   NoBool   as Float, but bool refused (torch's softsign, tanhshrink)
 // clang-format off
 #define TD_UNARY_OPS(X)                                                                      \
   X(neg, Unary, Neg, Signed) X(abs, Unary, Abs, Signed) X(exp, Unary, Exp, Float)            \
@@ -26,7 +28,11 @@
   X(sin, Unary, Sin, Float) X(cos, Unary, Cos, Float) X(log1p, Unary, Log1p, Float)          \
   X(expm1, Unary, Expm1, Float) X(reciprocal, Unary, Reciprocal, Float)                      \
   X(floor, Unary, Floor, Signed) X(ceil, Unary, Ceil, Signed) X(round, Unary, Round, Signed) \
-  X(sign, Unary, Sign, Keep)
+  X(sign, Unary, Sign, Keep)                                                                \
+  X(silu, Unary, Silu, Floating) X(selu, Unary, Selu, Floating) X(mish, Unary, Mish, Floating) \
+  X(hardswish, Unary, Hardswish, Floating) X(hardsigmoid, Unary, Hardsigmoid, Floating)     \
+  X(logsigmoid, Unary, LogSigmoid, Floating) X(relu6, Unary, Relu6, Signed)                  \
+  X(softsign, Unary, Softsign, NoBool) X(tanhshrink, Unary, Tanhshrink, NoBool)
 
 // Binary, broadcasting: X(name, Binary, kernel kind, dtype rule, public functions).
 // Dtype rules (after type promotion):
@@ -60,6 +66,8 @@
   /* Unary ops with attributes, their _impl and public function written by hand:       \
      gelu GeluAttrs; clamp ClampAttrs; to_dtype CastAttrs */                           \
   TD_UNARY_OPS(X) X(gelu, Unary) X(clamp, Unary) X(to_dtype, Unary)                        \
+  /* Activations with scalar arguments: ActivationAttrs */                             \
+  X(leaky_relu, Unary) X(elu, Unary) X(celu, Unary) X(softplus, Unary) X(hardtanh, Unary)  \
   TD_BINARY_OPS(X)                                                                         \
   X(where, Ternary)                                                                    \
   X(masked_fill, Ternary) /* masked_fill(x, mask, value) */                             \

@@ -99,6 +99,20 @@ Tensor pow(Scalar a, const Tensor& b);
 Tensor gelu(const Tensor& x, bool tanh_approximation = false);
 // A floating bound makes an integral x float32 (PyTorch's scalar promotion).
 Tensor clamp(const Tensor& x, std::optional<Scalar> min, std::optional<Scalar> max);
+// Activations, with torch.nn.functional's names and defaults (the parameterless ones, silu, selu,
+// mish, hardswish, hardsigmoid, logsigmoid, relu6, softsign, tanhshrink, come from op_list.h).
+// Floating inputs only, as torch's, but hardtanh (integers too, its bounds truncated).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
+Tensor elu(const Tensor& x, double alpha = 1);
+Tensor celu(const Tensor& x, double alpha = 1);
+// log(1 + exp(beta x)) / beta, x itself where beta x > threshold
+Tensor softplus(const Tensor& x, double beta = 1, double threshold = 20);
+Tensor hardtanh(const Tensor& x, double min_val = -1, double max_val = 1);
+// The first half of x along dim times the sigmoid of the second (dim's size must be even).
+Tensor glu(const Tensor& x, int64_t dim = -1);
+// x where x > 0, else weight * x; weight has 1 element or one per channel (dim 1; a 1-D input
+// has one channel, as in torch 1.13).
+Tensor prelu(const Tensor& x, const Tensor& weight);
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 // Bool masks of NaN, infinite and finite elements (integer and bool elements are always finite).
 // Comparisons underneath, so vmap batches them through those ops' rules.

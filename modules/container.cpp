@@ -54,4 +54,34 @@ void ModuleList::push_back(std::shared_ptr<Module> m) {
   register_module(std::to_string(size_++), std::move(m));
 }
 
+ModuleDict::ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules) {
+  for (const auto& [key, m] : modules) insert(key, m);
+}
+
+void ModuleDict::insert(const std::string& key, std::shared_ptr<Module> m) {
+  register_module(key, m);  // refuses an empty, dotted or repeated key
+  modules_.emplace_back(key, std::move(m));
+}
+
+const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) const {
+  for (const auto& [k, m] : modules_)
+    if (k == key) return m;
+  std::string known;
+  for (const auto& [k, m] : modules_) known += (known.empty() ? "'" : ", '") + k + "'";
+  throw_error<KeyError>("[ModuleDict] no module '", key, "' (keys: ", known.empty() ? "none" : known,
+                        ")");
+}
+
+bool ModuleDict::contains(const std::string& key) const {
+  for (const auto& [k, m] : modules_)
+    if (k == key) return true;
+  return false;
+}
+
+std::vector<std::string> ModuleDict::keys() const {
+  std::vector<std::string> out;
+  for (const auto& [k, m] : modules_) out.push_back(k);
+  return out;
+}
+
 }  // namespace td::nn

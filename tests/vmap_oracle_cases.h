@@ -103,6 +103,29 @@ inline std::vector<Case> make_cases() {
   add_case(OpId::relu, "relu", one({2, 3}), [](const Tensors& x) { return relu(x[0]); });
   add_case(OpId::gelu, "gelu", one({2, 3}), [](const Tensors& x) { return gelu(x[0]); });
   add_case(OpId::gelu, "gelu_tanh", one({4}), [](const Tensors& x) { return gelu(x[0], true); });
+  {  // activations, on inputs in [-4, 4]
+    auto wide = [](int64_t i) { return Tensors{vals({2, 5}, i, 4)}; };
+    add_case(OpId::silu, "silu", wide, [](const Tensors& x) { return silu(x[0]); });
+    add_case(OpId::selu, "selu", wide, [](const Tensors& x) { return selu(x[0]); });
+    add_case(OpId::mish, "mish", wide, [](const Tensors& x) { return mish(x[0]); });
+    add_case(OpId::hardswish, "hardswish", wide, [](const Tensors& x) { return hardswish(x[0]); });
+    add_case(OpId::hardsigmoid, "hardsigmoid", wide,
+             [](const Tensors& x) { return hardsigmoid(x[0]); });
+    add_case(OpId::logsigmoid, "logsigmoid", wide,
+             [](const Tensors& x) { return logsigmoid(x[0]); });
+    add_case(OpId::relu6, "relu6", wide, [](const Tensors& x) { return relu6(x[0]); });
+    add_case(OpId::softsign, "softsign", wide, [](const Tensors& x) { return softsign(x[0]); });
+    add_case(OpId::tanhshrink, "tanhshrink", wide,
+             [](const Tensors& x) { return tanhshrink(x[0]); });
+    add_case(OpId::leaky_relu, "leaky_relu", wide,
+             [](const Tensors& x) { return leaky_relu(x[0], 0.2); });
+    add_case(OpId::elu, "elu", wide, [](const Tensors& x) { return elu(x[0], 0.7); });
+    add_case(OpId::celu, "celu", wide, [](const Tensors& x) { return celu(x[0], 1.5); });
+    add_case(OpId::softplus, "softplus", wide,
+             [](const Tensors& x) { return softplus(x[0], 2, 3); });
+    add_case(OpId::hardtanh, "hardtanh", wide,
+             [](const Tensors& x) { return hardtanh(x[0], -0.5, 2); });
+  }
   add_case(OpId::sin, "sin", one({2, 3}), [](const Tensors& x) { return sin(x[0]); });
   add_case(OpId::cos, "cos", one({2, 3}), [](const Tensors& x) { return cos(x[0]); });
   add_case(

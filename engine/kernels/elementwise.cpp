@@ -1,4 +1,5 @@
-// Element-wise kernels: unary maps, clamp, broadcasting binary ops (also in place) and where.
+// Element-wise kernels: unary maps, activations, clamp, broadcasting binary ops (also in place)
+// and where.
 // They run the merged strided loop, or a flat one when every operand is contiguous; the
 // floating transcendental maps run xsimd's vector math on every element.
 #include <algorithm>
@@ -59,6 +60,8 @@ T apply_unary(UnaryKind k, T v) {
         return ~v;
       case UnaryKind::Sign:
         return static_cast<T>((v > 0) - (v < 0));
+      case UnaryKind::Relu6:
+        return v < 0 ? 0 : (v > 6 ? 6 : v);
       default:
         return v;  // floor, ceil and round of an integer
     }
@@ -110,6 +113,8 @@ T apply_unary(UnaryKind k, T v) {
         return v == T(0);
       case UnaryKind::BitNot:  // refused for floating tensors by bitwise_not
         return v;
+      default:  // the activations: vector code only (simd_unary, activation)
+        return v;
     }
     return v;
   }
@@ -159,6 +164,14 @@ Tensor simd_map(const Tensor& x, V vf) {
   return out;
 }
 
+// v raised to lo, then lowered to hi (so hi wins when hi < lo, as torch's hardtanh), a NaN kept
+// (xsimd's min and max may drop it).
+template <class T, class B>
+B clamp_lanes(B v, T lo, T hi) {
+  const B raised = xsimd::select(v < B(lo), B(lo), v);
+  return xsimd::select(raised > B(hi), B(hi), raised);
+}
+
 template <class T>
 std::optional<Tensor> simd_unary(UnaryKind kind, const Tensor& x) {
   using B = xsimd::batch<T>;
@@ -182,6 +195,30 @@ std::optional<Tensor> simd_unary(UnaryKind kind, const Tensor& x) {
       return simd_map<T>(x, [](B v) {
         const B inner = B(T(0.7978845608028654)) * (v + B(T(0.044715)) * v * v * v);
         return B(T(0.5)) * v * (B(T(1)) + xsimd::tanh(inner));
+      });
+    case UnaryKind::Silu:
+      return simd_map<T>(x, [](B v) { return div_exact(v, B(T(1)) + exp_lanes<T>(-v)); });
+    case UnaryKind::Selu:
+      return simd_map<T>(x, [](B v) {
+        const B neg = B(T(1.6732632423543772)) * xsimd::expm1(v);
+        return B(T(1.0507009873554805)) * xsimd::select(v > B(T(0)), v, neg);
+      });
+    case UnaryKind::Mish:  // x tanh(softplus(x)); exp's overflow to inf gives x, as it should
+      return simd_map<T>(x, [](B v) { return v * xsimd::tanh(xsimd::log1p(exp_lanes<T>(v))); });
+    case UnaryKind::Hardswish:
+      return simd_map<T>(
+          x, [](B v) { return v * clamp_lanes(v + B(T(3)), T(0), T(6)) / B(T(6)); });
+    case UnaryKind::Hardsigmoid:
+      return simd_map<T>(x, [](B v) { return clamp_lanes(v + B(T(3)), T(0), T(6)) / B(T(6)); });
+    case UnaryKind::Relu6:
+      return simd_map<T>(x, [](B v) { return clamp_lanes(v, T(0), T(6)); });
+    case UnaryKind::Softsign:
+      return simd_map<T>(x, [](B v) { return div_exact(v, B(T(1)) + xsimd::abs(v)); });
+    case UnaryKind::Tanhshrink:
+      return simd_map<T>(x, [](B v) { return v - xsimd::tanh(v); });
+    case UnaryKind::LogSigmoid:  // min(x, 0) - log(1 + exp(-|x|)): no overflow either way
+      return simd_map<T>(x, [](B v) {
+        return xsimd::min(v, B(T(0))) - xsimd::log1p(exp_lanes<T>(-xsimd::abs(v)));
       });
     default:
       return std::nullopt;
@@ -369,6 +406,35 @@ Tensor unary(UnaryKind kind, const Tensor& x, DType out_dtype) {
 #undef TD_UN
       default:
         return map_unary<T>(xc, [kind](T v) { return apply_unary(kind, v); });
+    }
+  });
+}
+
+Tensor activation(UnaryKind kind, const Tensor& x, double a, double b) {
+  count_kernel(KernelKind::Elementwise);
+  return visit_dtype(x.dtype(), [&](auto tag) -> Tensor {
+    using T = decltype(tag);
+    if constexpr (!std::is_floating_point_v<T>) {
+      throw_error<TypeError>("[activation] expects a floating tensor, got ", x.dtype());
+    } else {
+      using B = xsimd::batch<T>;
+      const B pa(static_cast<T>(a)), pb(static_cast<T>(b)), zero(T(0));
+      switch (kind) {
+        case UnaryKind::LeakyRelu:
+          return simd_map<T>(x, [=](B v) { return xsimd::select(v > zero, v, v * pa); });
+        case UnaryKind::Elu:  // alpha (exp(x * input_scale) - 1) for x <= 0
+          return simd_map<T>(
+              x, [=](B v) { return xsimd::select(v > zero, v, pa * xsimd::expm1(v * pb)); });
+        case UnaryKind::Softplus:  // beta x above the threshold: x, where exp would overflow
+          return simd_map<T>(x, [=](B v) {
+            const B z = v * pa;
+            return xsimd::select(z > pb, v, xsimd::log1p(exp_lanes<T>(z)) / pa);
+          });
+        case UnaryKind::Hardtanh:
+          return simd_map<T>(x, [=](B v) { return clamp_lanes(v, T(a), T(b)); });
+        default:
+          throw_error<ValueError>("[activation] not an activation kind");
+      }
     }
   });
 }

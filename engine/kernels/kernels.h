@@ -24,7 +24,12 @@ enum class UnaryKind {
   TD_UNARY_OPS(TD_X)
 #undef TD_X
   Gelu,
-  GeluTanh
+  GeluTanh,
+  // with two scalar arguments (kernels::activation)
+  LeakyRelu,
+  Elu,
+  Softplus,
+  Hardtanh
 };
 enum class BinaryKind {
 #define TD_X(name, family, kind, rule, api) kind,

@@ -37,7 +37,7 @@ void check_bitwise(const char* op, std::span<const Tensor> in) {
 }
 
 // The dtype rules of op_list.h's element-wise lists.
-enum class UnaryRule { Float, Signed, Keep, Bool, Bitwise };
+enum class UnaryRule { Float, Signed, Keep, Bool, Bitwise, Floating, NoBool };
 enum class BinaryRule { Promote, Sub, Div, Pow, Mod, Compare, Bitwise };
 
 std::vector<Tensor> run_unary(const char* op, UnaryKind kind, UnaryRule rule,
@@ -60,6 +60,13 @@ std::vector<Tensor> run_unary(const char* op, UnaryKind kind, UnaryRule rule,
       break;
     case UnaryRule::Bitwise:
       check_bitwise(op, in);
+      break;
+    case UnaryRule::Floating:
+      check_floating(op, x);
+      break;
+    case UnaryRule::NoBool:
+      if (out == DType::Bool) throw_bool_not_implemented(op, {x.shape()});
+      if (!is_floating(out)) out = DType::Float32;
       break;
   }
   return {kernels::unary(kind, x, out)};
@@ -136,6 +143,55 @@ std::vector<Tensor> clamp_impl(std::span<const Tensor> in, const OpAttrs& attrs)
   Tensor xc = out == x.dtype() ? x : x.to(out);
   return {kernels::clamp(xc, a.min.value_or(Scalar()), a.max.value_or(Scalar()), a.min.has_value(),
                          a.max.has_value())};
+}
+
+namespace {
+
+// Activations with scalar arguments: floating inputs only, as torch's (hardtanh also takes
+// integers, its bounds truncated to integers as torch's are).
+std::vector<Tensor> run_activation(OpId op, UnaryKind kind, std::span<const Tensor> in,
+                                   const OpAttrs& attrs) {
+  const char* name = op_name(op);
+  const Tensor& x = only_input(name, in);
+  const auto& a = attrs_as<ActivationAttrs>(op, attrs);
+  if (kind == UnaryKind::Hardtanh) {
+    if (x.dtype() == DType::Bool) throw_bool_not_implemented(name, {x.shape()});
+    if (!is_floating(x.dtype()))
+      return {kernels::clamp(x, Scalar(static_cast<int64_t>(a.min_val)),
+                             Scalar(static_cast<int64_t>(a.max_val)), true, true)};
+  }
+  check_floating(name, x);
+  switch (kind) {
+    case UnaryKind::LeakyRelu:
+      return {kernels::activation(kind, x, a.negative_slope, 0)};
+    case UnaryKind::Elu:  // celu(x, alpha) = elu with its input scaled by 1 / alpha
+      if (op == OpId::celu && a.alpha == 0)
+        throw_error<RuntimeError>("[celu] ZeroDivisionError: alpha must not be 0 (input shape ",
+                                  shape_str(x.shape()), ")");
+      return {kernels::activation(kind, x, a.alpha, op == OpId::celu ? 1 / a.alpha : 1)};
+    case UnaryKind::Softplus:
+      return {kernels::activation(kind, x, a.beta, a.threshold)};
+    default:
+      return {kernels::activation(kind, x, a.min_val, a.max_val)};
+  }
+}
+
+}  // namespace
+
+std::vector<Tensor> leaky_relu_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return run_activation(OpId::leaky_relu, UnaryKind::LeakyRelu, in, attrs);
+}
+std::vector<Tensor> elu_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return run_activation(OpId::elu, UnaryKind::Elu, in, attrs);
+}
+std::vector<Tensor> celu_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return run_activation(OpId::celu, UnaryKind::Elu, in, attrs);
+}
+std::vector<Tensor> softplus_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return run_activation(OpId::softplus, UnaryKind::Softplus, in, attrs);
+}
+std::vector<Tensor> hardtanh_impl(std::span<const Tensor> in, const OpAttrs& attrs) {
+  return run_activation(OpId::hardtanh, UnaryKind::Hardtanh, in, attrs);
 }
 
 std::vector<Tensor> to_dtype_impl(std::span<const Tensor> in, const OpAttrs& attrs) {

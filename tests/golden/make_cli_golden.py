@@ -144,6 +144,19 @@ case("layers2d",
                            nn.InstanceNorm2d(4), nn.AdaptiveAvgPool2d((2, 1)), nn.Flatten(),
                            nn.Linear(8, 2)),
      {"input": torch.randn(2, 2, 6, 6)})
+# Spec: Sequential(Linear(6, 8), PReLU(8), Linear(8, 8), Mish(), Softplus(beta=2, threshold=5),
+#   Unflatten(1, (2, 4)), GLU(), Flatten(), Hardswish(), Linear(4, 3), LeakyReLU(0.1));
+#   every set's PReLU weights its own
+def activations():
+    m = nn.Sequential(nn.Linear(6, 8), nn.PReLU(8), nn.Linear(8, 8), nn.Mish(),
+                      nn.Softplus(beta=2, threshold=5), nn.Unflatten(1, (2, 4)), nn.GLU(),
+                      nn.Flatten(), nn.Hardswish(), nn.Linear(4, 3), nn.LeakyReLU(0.1))
+    with torch.no_grad():
+        m[1].weight.copy_(torch.rand(8) - 0.5)
+    return m
+
+
+case("activations", activations, {"input": torch.randn(7, 6) * 2})
 
 with open(os.path.join(OUT, "mlp_shared.params.safetensors"), "rb") as f:
     data = f.read()

@@ -573,6 +573,58 @@ const std::map<std::string, ModuleKind>& kinds() {
                    "TransformerEncoderLayer(...)");
           return make<td::nn::TransformerEncoder>(*layer, a.i("num_layers"), a.module("norm"));
         }};
+    // activations (inplace accepted; td's forward always returns a new tensor)
+    const std::vector<ParamSpec> inplace = {{"inplace", bool_v(false)}};
+    t["SiLU"] = {inplace, false, [](Args& a) { return make<td::nn::SiLU>(a.b("inplace")); }};
+    t["Mish"] = {inplace, false, [](Args& a) { return make<td::nn::Mish>(a.b("inplace")); }};
+    t["SELU"] = {inplace, false, [](Args& a) { return make<td::nn::SELU>(a.b("inplace")); }};
+    t["ReLU6"] = {inplace, false, [](Args& a) { return make<td::nn::ReLU6>(a.b("inplace")); }};
+    t["Hardswish"] = {inplace, false,
+                      [](Args& a) { return make<td::nn::Hardswish>(a.b("inplace")); }};
+    t["Hardsigmoid"] = {inplace, false,
+                        [](Args& a) { return make<td::nn::Hardsigmoid>(a.b("inplace")); }};
+    t["LeakyReLU"] = {{{"negative_slope", float_v(0.01)}, {"inplace", bool_v(false)}}, false,
+                      [](Args& a) {
+                        return make<td::nn::LeakyReLU>(a.f("negative_slope"), a.b("inplace"));
+                      }};
+    t["ELU"] = {{{"alpha", float_v(1.0)}, {"inplace", bool_v(false)}}, false,
+                [](Args& a) { return make<td::nn::ELU>(a.f("alpha"), a.b("inplace")); }};
+    t["CELU"] = {{{"alpha", float_v(1.0)}, {"inplace", bool_v(false)}}, false,
+                 [](Args& a) { return make<td::nn::CELU>(a.f("alpha"), a.b("inplace")); }};
+    t["Softplus"] = {{{"beta", int_v(1)}, {"threshold", int_v(20)}}, false, [](Args& a) {
+                       return make<td::nn::Softplus>(a.f("beta"), a.f("threshold"));
+                     }};
+    // min_value and max_value: torch's deprecated spellings, refused unless None
+    t["Hardtanh"] = {{{"min_val", float_v(-1.0)},
+                      {"max_val", float_v(1.0)},
+                      {"inplace", bool_v(false)},
+                      {"min_value", none()},
+                      {"max_value", none()}},
+                     false,
+                     [](Args& a) {
+                       a.require_default("min_value", none());
+                       a.require_default("max_value", none());
+                       return make<td::nn::Hardtanh>(a.f("min_val"), a.f("max_val"),
+                                                     a.b("inplace"));
+                     }};
+    t["Softsign"] = {{}, false, [](Args&) { return make<td::nn::Softsign>(); }};
+    t["Tanhshrink"] = {{}, false, [](Args&) { return make<td::nn::Tanhshrink>(); }};
+    t["LogSigmoid"] = {{}, false, [](Args&) { return make<td::nn::LogSigmoid>(); }};
+    t["GLU"] = {{{"dim", int_v(-1)}}, false, [](Args& a) { return make<td::nn::GLU>(a.i("dim")); }};
+    t["Unflatten"] = {{{"dim", std::nullopt}, {"unflattened_size", std::nullopt}}, false,
+                      [](Args& a) {
+                        return make<td::nn::Unflatten>(a.i("dim"),
+                                                       td::Shape(a.ints("unflattened_size", 0)));
+                      }};
+    t["Dropout1d"] = {{{"p", float_v(0.5)}, {"inplace", bool_v(false)}}, false, [](Args& a) {
+                        return make<td::nn::Dropout1d>(a.f("p"), a.b("inplace"));
+                      }};
+    t["Dropout2d"] = {{{"p", float_v(0.5)}, {"inplace", bool_v(false)}}, false, [](Args& a) {
+                        return make<td::nn::Dropout2d>(a.f("p"), a.b("inplace"));
+                      }};
+    t["PReLU"] = {{{"num_parameters", int_v(1)}, {"init", float_v(0.25)}}, false, [](Args& a) {
+                    return make<td::nn::PReLU>(a.i("num_parameters"), a.f("init"));
+                  }};
     add_loss_kinds(t);
     return t;
   }();

@@ -1,5 +1,6 @@
 #include "modules/conv.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <sstream>
@@ -23,6 +24,36 @@ Padding2::Padding2(const std::string& m) : Size2(0), mode(m) {
                             "', should be one of 'valid' or 'same'");
 }
 
+namespace {
+
+// The checks Conv1d and Conv2d share, messages naming the class; sizes: kernel, stride and
+// dilation values (positive), pads: padding values (non-negative).
+void check_conv_options(const char* cls, const std::string& padding_mode, bool same,
+                        bool strided, int64_t in, int64_t out, int64_t groups,
+                        std::initializer_list<int64_t> sizes, std::initializer_list<int64_t> pads) {
+  if (padding_mode != "zeros" && padding_mode != "reflect" && padding_mode != "replicate" &&
+      padding_mode != "circular")
+    throw_error<ValueError>("[", cls,
+                            "] padding_mode must be 'zeros', 'reflect', 'replicate' or "
+                            "'circular', got '",
+                            padding_mode, "'");
+  if (same && strided)
+    throw_error<ValueError>("[", cls,
+                            "] padding='same' is not supported for strided convolutions");
+  if (groups <= 0) throw_error<ValueError>("[", cls, "] groups must be positive, got ", groups);
+  if (in % groups != 0)
+    throw_error<ValueError>("[", cls, "] in_channels must be divisible by groups");
+  if (out % groups != 0)
+    throw_error<ValueError>("[", cls, "] out_channels must be divisible by groups");
+  if (std::any_of(sizes.begin(), sizes.end(), [](int64_t v) { return v <= 0; }) ||
+      std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0; }))
+    throw_error<ValueError>("[", cls,
+                            "] kernel_size, stride and dilation must be positive and padding "
+                            "non-negative");
+}
+
+}  // namespace
+
 Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, int64_t g,
                bool with_bias, std::string pm)
     : in_channels(in),
@@ -33,22 +64,9 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, i
       dilation(d),
       groups(g),
       padding_mode(std::move(pm)) {
-  if (padding_mode != "zeros" && padding_mode != "reflect" && padding_mode != "replicate" &&
-      padding_mode != "circular")
-    throw_error<ValueError>(
-        "[Conv2d] padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '",
-        padding_mode, "'");
-  if (padding.mode == "same" && (s.h != 1 || s.w != 1))
-    throw_error<ValueError>("[Conv2d] padding='same' is not supported for strided convolutions");
+  check_conv_options("Conv2d", padding_mode, padding.mode == "same", s.h != 1 || s.w != 1, in, out,
+                     g, {k.h, k.w, s.h, s.w, d.h, d.w}, {padding.h, padding.w});
   if (padding.mode == "same") conv_same_padding(k.h, k.w, d.h, d.w, "Conv2d");
-  if (g <= 0) throw_error<ValueError>("[Conv2d] groups must be positive, got ", g);
-  if (in % g != 0) throw_error<ValueError>("[Conv2d] in_channels must be divisible by groups");
-  if (out % g != 0) throw_error<ValueError>("[Conv2d] out_channels must be divisible by groups");
-  if (k.h <= 0 || k.w <= 0 || s.h <= 0 || s.w <= 0 || d.h <= 0 || d.w <= 0 || padding.h < 0 ||
-      padding.w < 0)
-    throw_error<ValueError>(
-        "[Conv2d] kernel_size, stride and dilation must be positive and "
-        "padding non-negative");
   const int64_t fan_in = checked_numel("Conv2d", {in / g, k.h, k.w});
   double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   weight = register_parameter("weight", uniform_init({out, in / g, k.h, k.w}, bound));
@@ -104,20 +122,9 @@ Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, Padding1 p, int64_
       dilation(d),
       groups(g),
       padding_mode(std::move(pm)) {
-  if (padding_mode != "zeros" && padding_mode != "reflect" && padding_mode != "replicate" &&
-      padding_mode != "circular")
-    throw_error<ValueError>(
-        "[Conv1d] padding_mode must be 'zeros', 'reflect', 'replicate' or 'circular', got '",
-        padding_mode, "'");
-  if (padding.mode == "same" && s != 1)
-    throw_error<ValueError>("[Conv1d] padding='same' is not supported for strided convolutions");
+  check_conv_options("Conv1d", padding_mode, padding.mode == "same", s != 1, in, out, g,
+                     {k, s, d}, {padding.value});
   if (padding.mode == "same") conv_same_padding(1, k, 1, d, "Conv1d");
-  if (g <= 0) throw_error<ValueError>("[Conv1d] groups must be positive, got ", g);
-  if (in % g != 0) throw_error<ValueError>("[Conv1d] in_channels must be divisible by groups");
-  if (out % g != 0) throw_error<ValueError>("[Conv1d] out_channels must be divisible by groups");
-  if (k <= 0 || s <= 0 || d <= 0 || padding.value < 0)
-    throw_error<ValueError>(
-        "[Conv1d] kernel_size, stride and dilation must be positive and padding non-negative");
   const int64_t fan_in = checked_numel("Conv1d", {in / g, k});
   double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   weight = register_parameter("weight", uniform_init({out, in / g, k}, bound));

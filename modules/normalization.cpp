@@ -29,18 +29,29 @@ std::string LayerNorm::extra_repr() const {
   return os.str();
 }
 
+namespace {
+
+// BatchNorm's and InstanceNorm's state in torch's order: weight and bias when affine, the
+// running statistics when tracked.
+template <class Norm>
+void register_norm_state(Norm& m, const char* cls, int64_t n) {
+  if (n <= 0) throw_error<ValueError>("[", cls, "] num_features must be positive, got ", n);
+  if (m.affine) {
+    m.weight = m.register_parameter("weight", ones({n}));
+    m.bias = m.register_parameter("bias", zeros({n}));
+  }
+  if (m.track_running_stats) {
+    m.running_mean = m.register_buffer("running_mean", zeros({n}));
+    m.running_var = m.register_buffer("running_var", ones({n}));
+    m.num_batches_tracked = m.register_buffer("num_batches_tracked", zeros({}, kInt64));
+  }
+}
+
+}  // namespace
+
 BatchNormBase::BatchNormBase(int64_t n, double e, std::optional<double> m, bool aff, bool track)
     : num_features(n), eps(e), momentum(m), affine(aff), track_running_stats(track) {
-  if (n <= 0) throw_error<ValueError>("[BatchNorm] num_features must be positive, got ", n);
-  if (affine) {
-    weight = register_parameter("weight", ones({n}));
-    bias = register_parameter("bias", zeros({n}));
-  }
-  if (track) {
-    running_mean = register_buffer("running_mean", zeros({n}));
-    running_var = register_buffer("running_var", ones({n}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
-  }
+  register_norm_state(*this, "BatchNorm", n);
   register_method("forward", &BatchNormBase::forward, {"input"});
 }
 
@@ -128,16 +139,7 @@ std::string GroupNorm::extra_repr() const {
 
 InstanceNormBase::InstanceNormBase(int64_t n, double e, double m, bool aff, bool track)
     : num_features(n), eps(e), momentum(m), affine(aff), track_running_stats(track) {
-  if (n <= 0) throw_error<ValueError>("[InstanceNorm] num_features must be positive, got ", n);
-  if (affine) {
-    weight = register_parameter("weight", ones({n}));
-    bias = register_parameter("bias", zeros({n}));
-  }
-  if (track) {
-    running_mean = register_buffer("running_mean", zeros({n}));
-    running_var = register_buffer("running_var", ones({n}));
-    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, kInt64));
-  }
+  register_norm_state(*this, "InstanceNorm", n);
   register_method("forward", &InstanceNormBase::forward, {"input"});
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""Interleaved td vs PyTorch benchmark (BENCHMARKS.md's method) and issue 7's targets.
+"""Interleaved td vs PyTorch benchmark (BENCHMARKS.md's method) and td's targets against it.
 
 Runs `tdvmap bench --json` and ../shared/bench/anchor_torch.py alternately --rounds times, both
 with OpenBLAS's processor override unset, takes per-workload medians over the rounds and prints

@@ -336,15 +336,17 @@ const std::map<std::string, ModuleKind>& kinds() {
                       }};
     t["BatchNorm1d"] = {batchnorm, false, [](Args& a) { return make_batchnorm(a, false); }};
     t["BatchNorm2d"] = {batchnorm, false, [](Args& a) { return make_batchnorm(a, true); }};
-    t["Conv2d"] = {{{"in_channels", std::nullopt},
-                    {"out_channels", std::nullopt},
-                    {"kernel_size", std::nullopt},
-                    {"stride", int_v(1)},
-                    {"padding", int_v(0)},
-                    {"dilation", int_v(1)},
-                    {"groups", int_v(1)},
-                    {"bias", bool_v(true)},
-                    {"padding_mode", str_v("zeros")}},
+    // Conv1d's and Conv2d's arguments, as torch's
+    const std::vector<ParamSpec> conv = {{"in_channels", std::nullopt},
+                                         {"out_channels", std::nullopt},
+                                         {"kernel_size", std::nullopt},
+                                         {"stride", int_v(1)},
+                                         {"padding", int_v(0)},
+                                         {"dilation", int_v(1)},
+                                         {"groups", int_v(1)},
+                                         {"bias", bool_v(true)},
+                                         {"padding_mode", str_v("zeros")}};
+    t["Conv2d"] = {conv,
                    false,
                    [](Args& a) {
                      const td::nn::Padding2 padding = a.get("padding").kind == Kind::String
@@ -385,16 +387,8 @@ const std::map<std::string, ModuleKind>& kinds() {
                                                        a.size2("padding"), a.b("ceil_mode"),
                                                        a.b("count_include_pad"), divisor);
                       }};
-    // Conv1d, the 1-D and adaptive pools, GroupNorm, InstanceNorm1d/2d (issue 30)
-    t["Conv1d"] = {{{"in_channels", std::nullopt},
-                    {"out_channels", std::nullopt},
-                    {"kernel_size", std::nullopt},
-                    {"stride", int_v(1)},
-                    {"padding", int_v(0)},
-                    {"dilation", int_v(1)},
-                    {"groups", int_v(1)},
-                    {"bias", bool_v(true)},
-                    {"padding_mode", str_v("zeros")}},
+    // Conv1d, the 1-D and adaptive pools, GroupNorm, InstanceNorm1d/2d
+    t["Conv1d"] = {conv,
                    false,
                    [](Args& a) {
                      const td::nn::Padding1 padding =

@@ -6,9 +6,17 @@
 
 namespace td::nn {
 
-Dropout::Dropout(double prob) : p(prob) {
+namespace {
+
+void check_p(const char* name, double p) {
   if (!(p >= 0.0 && p <= 1.0))
-    throw_error<ValueError>("[Dropout] probability must be between 0 and 1, got ", p);
+    throw_error<ValueError>("[", name, "] probability must be between 0 and 1, got ", p);
+}
+
+}  // namespace
+
+Dropout::Dropout(double prob) : p(prob) {
+  check_p("Dropout", p);
   register_method("forward", &Dropout::forward, {"input"});
 }
 
@@ -33,10 +41,6 @@ Tensor channel_dropout(const Tensor& x, double p, bool unbatched) {
   return mul(x, div(dropout_mask(noise, p).to(x.dtype()), 1 - p));
 }
 
-void check_p(const char* name, double p) {
-  if (!(p >= 0.0 && p <= 1.0))
-    throw_error<ValueError>("[", name, "] probability must be between 0 and 1, got ", p);
-}
 
 std::string dropout_repr(double p, bool inplace) {
   return "p=" + repr_double(p) + (inplace ? ", inplace=True" : ", inplace=False");

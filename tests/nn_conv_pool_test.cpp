@@ -103,6 +103,10 @@ TEST_CASE("conv2d against a direct convolution loop") {
       {1, 1, 4, 34, 2, 3, 3, 2, 2, 1, 1, 1, 1, 1, true},   // stride 2, rows of 16 + 1
       {1, 2, 5, 3, 2, 3, 3, 2, 2, 0, 0, 1, 1, 1, false},   // stride 2, rows of 1
       {1, 1, 3, 19, 1, 3, 3, 1, 1, 0, 0, 1, 1, 1, false},  // stride 1, rows of 16 + 1
+      // output planes of 64 or more: the register-blocked kernel writes them in place
+      {2, 3, 9, 11, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},    // 7 channels, planes of 99
+      {2, 4, 10, 10, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, false},  // groups, planes of 100
+      {1, 2, 1, 130, 5, 1, 5, 1, 1, 0, 2, 1, 1, 1, true},   // a unit height (conv1d)
   };
   for (DType dt : {kFloat32, kFloat64}) {
     for (const Case& k : cases) {
@@ -132,6 +136,23 @@ TEST_CASE("conv2d with groups whose columns fill the cache runs them in blocks, 
                       60, 60, 15, 3, 3, 1, 1, 1, 1, 1, 1, 5, oh, ow);
   REQUIRE(y.shape() == Shape{2, 15, oh, ow});
   check_close(y, ref, 1e-4);
+}
+
+TEST_CASE("conv2d gives the same bits on one thread and on two") {
+  // enough work per call that two threads share its output planes
+  Tensor x = seq({8, 16, 16, 16}, kFloat32, 0.31);
+  Tensor w = seq({32, 16, 3, 3}, kFloat32, 0.57), b = seq({32}, kFloat32, 1.1);
+  const int before = configured_threads();
+  set_num_threads(1);
+  Tensor one = conv2d(x, w, b, {1, 1}, {1, 1});
+  set_num_threads(2);
+  Tensor two = conv2d(x, w, b, {1, 1}, {1, 1});
+  set_num_threads(before);
+  CHECK(one.to_vector<float>() == two.to_vector<float>());
+  int64_t oh = 0, ow = 0;
+  auto ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>(), 8, 16,
+                      16, 16, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, oh, ow);
+  check_close(two, ref, 1e-4);
 }
 
 TEST_CASE("conv2d with non-contiguous inputs, single-value params and empty batch") {

@@ -168,6 +168,20 @@ static_assert(tiles_agree(1) && tiles_agree(6) && tiles_agree(7) && tiles_agree(
 // blocks in registers when b's rows are contiguous (a scalar transpose costs as much as a tenth
 // of a small product).
 void pack_panel(const float* b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc, float* panel) {
+  if (brs == 1) {
+    // b^T's rows are contiguous (a convolution's columns): each panel row is a copy
+    for (int64_t p = 0; p < kc; ++p) {
+      const float* src = b + p * bcs;
+      float* dst = panel + p * NR;
+      if (nc == NR) {
+        V::load_unaligned(src).store_aligned(dst);
+        V::load_unaligned(src + W).store_aligned(dst + W);
+      } else {
+        for (int64_t j = 0; j < NR; ++j) dst[j] = j < nc ? src[j] : 0.0f;
+      }
+    }
+    return;
+  }
   int64_t p0 = 0;
 #ifdef __AVX2__
   if (bcs == 1) {
@@ -446,6 +460,16 @@ void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int
     run({w, wrs, wcs, x, xrs, xcs, nullptr, bias, bs, y, 1, yrs, n, m, k, relu, next.x, next.bias});
   else
     run({x, xrs, xcs, w, wrs, wcs, bias, nullptr, bs, y, yrs, 1, m, n, k, relu, next.w, next.bias});
+}
+
+void small_gemm_nn(const float* a, int64_t ars, const float* b, int64_t brs, const float* bias,
+                   float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * crs, c + i * crs + n, bias ? bias[i] : 0.0f);
+    return;
+  }
+  // as the product c^T = b^T @ a^T: b^T's columns are b's rows, a's rows the tiles' rows
+  run({a, ars, 1, b, 1, brs, nullptr, bias, 1, c, crs, 1, m, n, k, false, nullptr, nullptr});
 }
 
 }  // namespace td::kernels::TD_ISA

@@ -1,11 +1,13 @@
-// conv2d: argument and shape checks, then im2col, a batched GEMM per bank of filters and the
-// scatter into the output (the kernels of conv.cpp and gemm.cpp in engine/kernels/).
+// conv2d: argument and shape checks, then im2col and a GEMM per bank of filters: small float
+// filters by the register-blocked kernel straight into each output plane, the rest a batched
+// GEMM and a scatter into the output (the kernels of conv.cpp, small_gemm.cpp and gemm.cpp).
 #include <algorithm>
 
 #include "engine/kernels/kernels.h"
 #include "engine/ops.h"
 #include "engine/ops/impls.h"
 #include "engine/ops/nn_args.h"
+#include "engine/parallel.h"
 
 namespace td {
 namespace impl {
@@ -92,13 +94,40 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   // (16 sets of a 16-channel 3x3 layer on 8 32x32 images: 75 MB).
   const int64_t group_bytes = std::max<int64_t>(ckk * l * dtype_size(x.dtype()), 1);
   const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / group_bytes, 1, g.groups);
+  // Small float filters times output planes of a few panels each: our register-blocked kernel
+  // writes each image's plane of a group's channels in place, bias included (no scatter pass).
+  // A choice by shape alone, so a set gets the same bits batched, chunked or looped.
+  const int64_t hw = g.oh * g.ow;
+  const bool direct = x.dtype() == DType::Float32 && hw >= 64 &&
+                      kernels::small_gemm_pays(og, hw, ckk);
+  Tensor wc = direct ? w.contiguous() : w;
+  std::vector<float> fbias(bias.begin(), bias.end());
   for (int64_t g0 = 0; g0 < g.groups; g0 += block) {
     const int64_t gb = std::min(block, g.groups - g0);
     Tensor cols = Tensor::empty({gb, ckk, l}, x.dtype());
     kernels::im2col(x4, g, g0, g0 + gb, cols);
     for (int64_t s = 0; s < sets; ++s) {
-      // [gb, Og, Cg*kh*kw] @ [gb, Cg*kh*kw, N*OH*OW]: the block's groups in one batched GEMM
       const int64_t ch0 = s * g.cout + g0 * og;  // the block's first output channel
+      if (direct) {
+        const float* pw = wc.data<float>();
+        const float* pc = cols.data<float>();
+        float* po = out.data<float>();
+        auto planes = [&](int64_t t0, int64_t t1) {
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t grp = t / g.n, img = t % g.n, ch = ch0 + grp * og;
+            kernels::small_gemm_nn(pw + ch * ckk, ckk, pc + grp * ckk * l + img * hw, l,
+                                   b.defined() ? fbias.data() + ch : nullptr,
+                                   po + (img * cout + ch) * hw, hw, og, hw, ckk);
+          }
+        };
+        const int64_t tasks = gb * g.n;
+        if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(gb) * og * l * ckk > 4e6)
+          parallel_for(tasks, planes);
+        else
+          planes(0, tasks);
+        continue;
+      }
+      // [gb, Og, Cg*kh*kw] @ [gb, Cg*kh*kw, N*OH*OW]: the block's groups in one batched GEMM
       Tensor bank = w.narrow(0, ch0, gb * og).reshape({gb, og, ckk});
       Tensor res = kernels::bmm(bank, cols);
       kernels::conv_scatter(res, out, g, ch0, gb * og, bias.data());

@@ -489,6 +489,7 @@ struct EinsumAttention : nn::Module {
 }  // namespace
 
 TEST_CASE("einsum and scaled_dot_product_attention under functional_vmap") {
+  manual_seed(10);
   constexpr int sets = 4;
   const Tensor x = randn({5, 6}), xs = randn({sets, 5, 6});
   for (bool causal : {false, true}) {
@@ -522,4 +523,38 @@ TEST_CASE("einsum and scaled_dot_product_attention under functional_vmap") {
   EinsumAttention plain(6, 0.0, false);
   CHECK_FALSE(allclose(nn::functional_vmap(plain, {.params = params, .args = {x}}).tensor(),
                        whole));
+}
+
+TEST_CASE("MultiheadAttention without weights runs scaled_dot_product_attention: the weights "
+          "path's bits") {
+  manual_seed(12);  // no sample with every key padded
+  // with added keys (bias_kv, zero_attn) on a cross-attention, and the fused self-attention
+  auto extra = std::make_shared<nn::MultiheadAttention>(8, 2, 0.25, true, true, true, true);
+  auto plain = std::make_shared<nn::MultiheadAttention>(8, 2, 0.25, true, true);
+  const Tensor x = randn({3, 5, 8}), kv = randn({3, 4, 8});
+  struct Case {
+    std::shared_ptr<nn::MultiheadAttention> m;
+    Tensor key;
+  };
+  for (const Case& c : {Case{extra, kv}, Case{plain, x}}) {
+    const int64_t S = c.key.size(1);
+    auto run = [&](const ValueDict& kw, bool need) {
+      ValueDict all = kw;
+      all.set("need_weights", need);
+      manual_seed(5);
+      return (*c.m)({x, c.key, c.key}, all)[0].tensor();
+    };
+    const Tensor padding = gt(rand({3, S}), 0.7);
+    for (bool training : {false, true}) {
+      CAPTURE(training);
+      c.m->train(training);
+      for (const ValueDict& kw :
+           {ValueDict{}, ValueDict{{"attn_mask", gt(rand({5, S}), 0.3)}},
+            ValueDict{{"key_padding_mask", padding}}, ValueDict{{"attn_mask", randn({5, S})}}})
+        CHECK(same_bytes(run(kw, false), run(kw, true)));
+      // two masks are added together before the scores: float rounding only
+      const ValueDict both{{"attn_mask", randn({5, S})}, {"key_padding_mask", padding}};
+      CHECK(allclose(run(both, false), run(both, true), 1e-6, 1e-6));
+    }
+  }
 }

@@ -1,5 +1,5 @@
-// scaled_dot_product_attention, composed of ops that batch natively (matmul, mul, masked_fill,
-// add, softmax, dropout), so that a vmapped call stays one batched call.
+// scaled_dot_product_attention, composed of ops that batch natively (matmul, mul, where, add,
+// softmax, dropout), so that a vmapped call stays one batched call.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -93,14 +93,16 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   const double factor = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(E));
   Tensor scores = matmul(q, k.transpose(-2, -1));
   if (factor != 1.0) scores = mul(scores, factor);
+  // the masks as an additive bias (0 or -inf), as torch's reference adds its attn_bias: cheaper
+  // than a masked_fill over the scores
   const double inf = std::numeric_limits<double>::infinity();
+  const Tensor zero = zeros({}, scores.dtype());
   if (is_causal) {  // query i sees keys j <= i
     Tensor later = lt(arange(L).unsqueeze(1), arange(S).unsqueeze(0));
-    scores = masked_fill(scores, later, -inf);
+    scores = add(scores, where(later, -inf, zero));
   } else if (has_mask) {
     const Tensor& m = *attn_mask;
-    scores = m.dtype() == kBool ? masked_fill(scores, logical_not(m), -inf)
-                                : add(scores, m.to(scores.dtype()));
+    scores = add(scores, m.dtype() == kBool ? where(m, zero, -inf) : m.to(scores.dtype()));
   }
   // a row with every key masked is all -inf: softmax gives NaN, as torch's math path
   Tensor attn = softmax(scores, -1);

@@ -74,9 +74,8 @@ auto without_fallback(F f) {
   return out;
 }
 
-Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v,
-            const std::optional<Tensor>& m = {}, double p = 0.0, bool causal = false,
-            std::optional<double> scale = {}) {
+Tensor sdpa(const Tensor& q, const Tensor& k, const Tensor& v, const std::optional<Tensor>& m = {},
+            double p = 0.0, bool causal = false, std::optional<double> scale = {}) {
   return scaled_dot_product_attention(q, k, v, m, p, causal, scale);
 }
 
@@ -107,8 +106,7 @@ TEST_CASE("einsum: hand values, overloads and views") {
   CHECK(einsum("ii->i", a).to_vector<float>() == std::vector<float>{0, 4, 8});
   CHECK(einsum("ij->", a).item<float>() == 36.f);
   CHECK(einsum("ij->j", a).to_vector<float>() == std::vector<float>{9, 12, 15});
-  CHECK(einsum("ij->ji", a).to_vector<float>() ==
-        std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8});
+  CHECK(einsum("ij->ji", a).to_vector<float>() == std::vector<float>{0, 3, 6, 1, 4, 7, 2, 5, 8});
   // a transpose is a view of the operand, as torch's
   CHECK(einsum("ij->ji", a).shares_storage(a));
   const Tensor x = tensor({1.f, 2.f, 3.f}), y = tensor({4.f, 5.f});
@@ -190,10 +188,14 @@ TEST_CASE("einsum errors name einsum, the equation and the shapes") {
   CHECK_THROWS_AS(einsum("ij->ji", ones({2, 2}, kBool)), TypeError);
   CHECK_THROWS_AS(einsum("ij,jk", a, ones({3, 2}, kInt64)), TypeError);
   CHECK(has(msg([&] { einsum("ij,jk", a, ones({3, 2}, kInt64)); }), "[einsum]"));
+  CHECK(has(msg([&] { einsum("ij,jk", a, ones({3, 2}, kInt64)); }), "[3, 2]"));
   // under vmap the shapes are the per-set ones
-  value_error([&] { vmap([](Tensor x, Tensor y) { return einsum("ij,jk", x, y); })(randn({4, 2, 3}),
-                                                                                   randn({4, 2, 3})); },
-              "[2, 3]");
+  value_error(
+      [&] {
+        vmap([](Tensor x, Tensor y) { return einsum("ij,jk", x, y); })(randn({4, 2, 3}),
+                                                                       randn({4, 2, 3}));
+      },
+      "[2, 3]");
 }
 
 TEST_CASE("scaled_dot_product_attention against PyTorch's math") {
@@ -207,8 +209,8 @@ TEST_CASE("scaled_dot_product_attention against PyTorch's math") {
     std::optional<double> scale;
     if (g.contains(p + ".scale")) scale = g.get(p + ".scale").item<double>();
     const bool causal = g.get(p + ".causal").item<bool>();
-    const Tensor got = sdpa(g.get(p + ".q"), g.get(p + ".k"), g.get(p + ".v"), mask, 0.0, causal,
-                            scale);
+    const Tensor got =
+        sdpa(g.get(p + ".q"), g.get(p + ".k"), g.get(p + ".v"), mask, 0.0, causal, scale);
     check_values(got, g.get(key), p, 1e-5, 1e-6);
     ++checked;
   }
@@ -315,12 +317,17 @@ TEST_CASE("einsum under vmap: the loop's values, batched natively") {
     std::vector<Shape> shapes;
   };
   const std::vector<Case> cases = {
-      {"ij,jk->ik", {{3, 4}, {4, 5}}},        {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
+      {"ij,jk->ik", {{3, 4}, {4, 5}}},
+      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}},
       {"bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}}},
-      {"i,i->", {{6}, {6}}},                  {"bi,bi->b", {{3, 4}, {3, 4}}},
-      {"i,j->ij", {{3}, {4}}},                {"...ij,...jk->...ik", {{2, 3, 4}, {4, 2}}},
-      {"ii->i", {{3, 3}}},                    {"ij->ji", {{3, 4}}},
-      {"ij->", {{3, 4}}},                     {"iij,jk", {{3, 3, 2}, {2, 4}}},
+      {"i,i->", {{6}, {6}}},
+      {"bi,bi->b", {{3, 4}, {3, 4}}},
+      {"i,j->ij", {{3}, {4}}},
+      {"...ij,...jk->...ik", {{2, 3, 4}, {4, 2}}},
+      {"ii->i", {{3, 3}}},
+      {"ij->ji", {{3, 4}}},
+      {"ij->", {{3, 4}}},
+      {"iij,jk", {{3, 3, 2}, {2, 4}}},
       {"ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}}},
   };
   constexpr int64_t B = 3;
@@ -380,9 +387,11 @@ TEST_CASE("einsum under vmap: the loop's values, batched natively") {
     CHECK(allclose(got[s], einsum("ij,jk->ik", a.select(1, s), w), 1e-6, 1e-6));
   const Tensor xs = randn({2, 3, 4}), ys = randn({3, 4});
   const Tensor nested = without_fallback([&] {
-    return vmap([](Tensor x, Tensor y) {
-      return vmap([](Tensor xi, Tensor yi) { return einsum("i,i->", xi, yi); })(x, y);
-    }, {.in_dims = {0, std::nullopt}})(xs, ys);
+    return vmap(
+        [](Tensor x, Tensor y) {
+          return vmap([](Tensor xi, Tensor yi) { return einsum("i,i->", xi, yi); })(x, y);
+        },
+        {.in_dims = {0, std::nullopt}})(xs, ys);
   });
   REQUIRE(nested.shape() == Shape{2, 3});
   for (int64_t i = 0; i < 2; ++i)
@@ -436,8 +445,7 @@ TEST_CASE("scaled_dot_product_attention under vmap: the loop's values, batched n
     const Tensor got = without_fallback([&] {
       return vmap(
           [&](Tensor qq, Tensor kk, Tensor vv, Tensor mm) {
-            return sdpa(qq, kk, vv, c.m ? std::optional<Tensor>(mm) : std::nullopt, 0.0,
-                        c.causal);
+            return sdpa(qq, kk, vv, c.m ? std::optional<Tensor>(mm) : std::nullopt, 0.0, c.causal);
           },
           {.in_dims = {dim(c.q, 3), dim(c.k, 3), dim(c.v, 3),
                        mask_batched ? Dims(0) : Dims(std::nullopt)}})(c.q, c.k, c.v, mask_arg);
@@ -521,12 +529,13 @@ TEST_CASE("einsum and scaled_dot_product_attention under functional_vmap") {
   CHECK(equal(run(std::nullopt, true), whole));
   // and differs from the output without dropout
   EinsumAttention plain(6, 0.0, false);
-  CHECK_FALSE(allclose(nn::functional_vmap(plain, {.params = params, .args = {x}}).tensor(),
-                       whole));
+  CHECK_FALSE(
+      allclose(nn::functional_vmap(plain, {.params = params, .args = {x}}).tensor(), whole));
 }
 
-TEST_CASE("MultiheadAttention without weights runs scaled_dot_product_attention: the weights "
-          "path's bits") {
+TEST_CASE(
+    "MultiheadAttention without weights runs scaled_dot_product_attention: the weights "
+    "path's bits") {
   manual_seed(12);  // no sample with every key padded
   // with added keys (bias_kv, zero_attn) on a cross-attention, and the fused self-attention
   auto extra = std::make_shared<nn::MultiheadAttention>(8, 2, 0.25, true, true, true, true);

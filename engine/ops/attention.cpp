@@ -54,8 +54,10 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (!q.defined() || !k.defined() || !v.defined())
     throw_error<ValueError>(op, "query, key and value must be defined tensors", shapes());
   if (q.dim() < 2 || k.dim() < 2 || v.dim() < 2)
-    throw_error<ValueError>(op, "query, key and value need at least 2 dims ([..., L, E], "
-                            "[..., S, E], [..., S, Ev])", shapes());
+    throw_error<ValueError>(op,
+                            "query, key and value need at least 2 dims ([..., L, E], "
+                            "[..., S, E], [..., S, Ev])",
+                            shapes());
   if (!is_floating(q.dtype()) || k.dtype() != q.dtype() || v.dtype() != q.dtype())
     throw_error<TypeError>(op, "query, key and value must have one floating dtype, got ",
                            dtype_name(q.dtype()), ", ", dtype_name(k.dtype()), " and ",
@@ -79,8 +81,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (has_mask) {
     const Tensor& m = *attn_mask;
     if (m.dtype() != kBool && !is_floating(m.dtype()))
-      throw_error<TypeError>(op, "attn_mask must be bool or floating, got ",
-                             dtype_name(m.dtype()), shapes());
+      throw_error<TypeError>(op, "attn_mask must be bool or floating, got ", dtype_name(m.dtype()),
+                             shapes());
     Shape scores = batch;
     scores.push_back(L);
     scores.push_back(S);

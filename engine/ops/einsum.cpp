@@ -24,7 +24,7 @@ struct Context {
   std::span<const Tensor> operands;
 
   // "[einsum] <what> (equation 'ij,jk', operand shapes [2, 3], [3, 4])"
-  template <class... Args>
+  template <class E = ValueError, class... Args>
   [[noreturn]] void fail(Args&&... args) const {
     std::ostringstream os;
     os << " (equation " << quote_key(equation) << ", operand shapes ";
@@ -37,7 +37,7 @@ struct Context {
     }
     if (operands.empty()) os << "none";
     os << ")";
-    throw_error<ValueError>("[einsum] ", std::forward<Args>(args)..., os.str());
+    throw_error<E>("[einsum] ", std::forward<Args>(args)..., os.str());
   }
 
   // The name of a label in messages: its letter, or "..." for a broadcast dim.
@@ -55,17 +55,16 @@ struct Subscripts {
 
 // One operand's or the output's subscripts: letters, spaces and at most one "...".
 std::vector<int> parse_term(const Context& ctx, std::string_view eq, size_t begin, size_t end,
-                            const char* whose, size_t index) {
+                            const std::string& whose) {
   std::vector<int> labels;
   bool ellipsis = false;
   for (size_t i = begin; i < end; ++i) {
     const char c = eq[i];
     if (c == ' ') continue;
     if (c == '.') {
-      if (ellipsis)
-        ctx.fail("found '.' for ", whose, index, " for which an ellipsis was already found");
+      if (ellipsis) ctx.fail("found '.' for ", whose, " for which an ellipsis was already found");
       if (i + 2 >= end || eq[i + 1] != '.' || eq[i + 2] != '.')
-        ctx.fail("found '.' for ", whose, index, " that is not part of an ellipsis '...'");
+        ctx.fail("found '.' for ", whose, " that is not part of an ellipsis '...'");
       ellipsis = true;
       labels.push_back(kEllipsis);
       i += 2;
@@ -88,7 +87,8 @@ Subscripts parse(const Context& ctx) {
   size_t begin = 0;
   for (size_t i = 0; i <= lhs_end; ++i) {
     if (i == lhs_end || eq[i] == ',') {
-      s.inputs.push_back(parse_term(ctx, eq, begin, i, "operand ", s.inputs.size()));
+      const std::string whose = "operand " + std::to_string(s.inputs.size());
+      s.inputs.push_back(parse_term(ctx, eq, begin, i, whose));
       begin = i + 1;
     }
   }
@@ -102,7 +102,7 @@ Subscripts parse(const Context& ctx) {
       if (eq[i] == ',' || eq[i] == '-' || eq[i] == '>')
         ctx.fail("the output (after '->') may not contain ", quote_key(eq.substr(i, 1)),
                  ": one '->' and one output only");
-    s.output = parse_term(ctx, eq, arrow + 2, eq.size(), "the output", 0);
+    s.output = parse_term(ctx, eq, arrow + 2, eq.size(), "the output");
   }
   return s;
 }
@@ -303,10 +303,9 @@ Tensor einsum(std::string_view equation, std::span<const Tensor> operands) {
       std::ostringstream names;
       for (size_t i = 0; i < operands.size(); ++i)
         names << (i ? ", " : "") << dtype_name(operands[i].dtype());
-      throw_error<TypeError>("[einsum] operands of dtypes ", names.str(),
-                             " are not supported together (bool is not, nor floating with "
-                             "integral operands; cast with to()) (equation ",
-                             quote_key(equation), ")");
+      ctx.fail<TypeError>("operands of dtypes ", names.str(),
+                          " are not supported together (bool is not, nor floating with integral "
+                          "operands; cast with to())");
     }
     dtype = promote_types(dtype, t.dtype());
   }
@@ -320,8 +319,8 @@ Tensor einsum(std::string_view equation, std::span<const Tensor> operands) {
     const int64_t letters = static_cast<int64_t>(in.size()) - (ell ? 1 : 0);
     const int64_t dims = operands[i].dim();
     if (!ell && letters != dims)
-      ctx.fail("the number of subscripts (", letters, ") does not match the number of dims (",
-               dims, ") of operand ", i, " and no ellipsis was given");
+      ctx.fail("the number of subscripts (", letters, ") does not match the number of dims (", dims,
+               ") of operand ", i, " and no ellipsis was given");
     if (ell && letters > dims)
       ctx.fail("the number of subscripts (", letters, ") is more than the number of dims (", dims,
                ") of operand ", i);
@@ -381,7 +380,8 @@ Tensor einsum(std::string_view equation, std::span<const Tensor> operands) {
       if (n == 1) continue;
       if (size[l] != 1 && size[l] != n) {
         if (l >= kLetters)
-          ctx.fail("the dims of operand ", i, " covered by '...' do not broadcast with those of"
+          ctx.fail("the dims of operand ", i,
+                   " covered by '...' do not broadcast with those of"
                    " the operands before it");
         ctx.fail("subscript ", Context::name(l), " has size ", n, " for operand ", i,
                  ", which does not broadcast with the size ", size[l], " seen before");

@@ -96,7 +96,7 @@ TEST_CASE("einsum against torch.einsum") {
     check_values(einsum(eq, ops), g.get(p + ".out"), p);
     ++checked;
   }
-  CHECK(checked == 51);  // every case of make_einsum_attention_golden.py
+  CHECK(checked == 91);  // every case of make_einsum_attention_golden.py, 40 of them random
 }
 
 TEST_CASE("einsum: hand values, overloads and views") {

@@ -2,7 +2,7 @@
 """Writes the PyTorch golden data of tests/einsum_attention_test.cpp into
 tests/data/einsum/einsum_attention.safetensors.
 
-einsum: for every case <name> of EINSUM_CASES, "einsum.<name>.equation" holds the equation as
+einsum: for every case <name> of einsum_cases() and 40 of random_einsum_cases(), "einsum.<name>.equation" holds the equation as
 int64 character codes, "einsum.<name>.in<i>" the operands and "einsum.<name>.out" what
 torch.einsum returns for them.
 
@@ -16,6 +16,7 @@ Run: /usr/bin/python3 make_einsum_attention_golden.py (needs only torch).
 """
 import math
 import os
+import random
 import sys
 
 import torch
@@ -89,6 +90,49 @@ def einsum_cases():
     ]
 
 
+def random_einsum_cases(count):
+    """Equations drawn at random (fixed seed): 1-3 operands, diagonals, '...', size-1 dims,
+    implicit and explicit outputs; only those torch.einsum takes."""
+    rng = random.Random(1)
+    letters = "abcdXY"
+    cases = []
+    while len(cases) < count:
+        size = {c: rng.randint(1, 4) for c in letters}
+        ell = [rng.randint(1, 3) for _ in range(rng.randint(0, 2))]
+        terms, ops, seen = [], [], []
+        for _ in range(rng.randint(1, 3)):
+            subs = [rng.choice(letters) for _ in range(rng.randint(0, 3))]
+            shape = []
+            for c in subs:  # a repeated letter keeps its size within the operand
+                first = subs.index(c)
+                shape.append(shape[first] if first < len(shape) else
+                             (1 if rng.random() < 0.15 else size[c]))
+            text = "".join(subs)
+            if rng.random() < 0.35:
+                k = rng.randint(0, len(ell))
+                own = [1 if rng.random() < 0.2 else d for d in ell[len(ell) - k:]]
+                at = rng.randint(0, len(subs))
+                text = text[:at] + "..." + text[at:]
+                shape = shape[:at] + own + shape[at:]
+            terms.append(text)
+            ops.append(torch.randn(tuple(shape)))
+            seen += subs
+        eq = ",".join(terms)
+        if rng.random() < 0.7:
+            out = sorted(set(seen), key=lambda c: rng.random())[:rng.randint(0, len(set(seen)))]
+            out = "".join(out)
+            if "..." in eq and rng.random() < 0.8:
+                at = rng.randint(0, len(out))
+                out = out[:at] + "..." + out[at:]
+            eq += "->" + out
+        try:
+            torch.einsum(eq, *ops)
+        except RuntimeError:
+            continue
+        cases.append(("random%02d" % len(cases), eq, ops))
+    return cases
+
+
 def sdpa_reference(q, k, v, mask=None, causal=False, scale=None):
     """PyTorch 2.x's documented math of F.scaled_dot_product_attention (without dropout)."""
     L, S = q.size(-2), k.size(-2)
@@ -142,7 +186,7 @@ def sdpa_cases():
 def main():
     torch.manual_seed(0)
     out = {}
-    for name, eq, ops in einsum_cases():
+    for name, eq, ops in einsum_cases() + random_einsum_cases(40):
         p = "einsum." + name
         out[p + ".equation"] = torch.tensor([ord(c) for c in eq], dtype=torch.int64)
         for i, t in enumerate(ops):

@@ -2,11 +2,15 @@
 // The public ops, as free functions with PyTorch's names, argument order, broadcasting and
 // negative dims. An undefined Tensor ({}) stands for an absent optional argument.
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "engine/op_list.h"
@@ -343,6 +347,27 @@ Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {},
                      const Tensor& bias = {}, bool use_input_stats = true,
                      double momentum = 0.1, double eps = 1e-5);
 Tensor embedding(const Tensor& indices, const Tensor& weight);
+// torch.einsum: letters a-z A-Z, "->" and an output (else the letters seen once, sorted), "..."
+// for broadcast dims, a repeated letter in one operand for its diagonal. Each operand's private
+// letters are summed first, then operands are combined left to right by matmul.
+Tensor einsum(std::string_view equation, std::span<const Tensor> operands);
+inline Tensor einsum(std::string_view equation, std::initializer_list<Tensor> operands) {
+  return einsum(equation, std::span<const Tensor>(operands.begin(), operands.size()));
+}
+template <class... Ts>
+  requires(sizeof...(Ts) > 0 && (std::same_as<std::remove_cvref_t<Ts>, Tensor> && ...))
+Tensor einsum(std::string_view equation, const Ts&... operands) {
+  return einsum(equation, {operands...});
+}
+// torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x's math): q [..., L, E],
+// k [..., S, E], v [..., S, Ev] -> softmax(q k^T * scale + mask) v [..., L, Ev], scale 1/sqrt(E)
+// by default. A bool mask keeps where true, a float mask is added; it broadcasts to [..., L, S].
+// is_causal masks keys after each query (not with attn_mask). A row with every key masked gives
+// NaN, as torch's math path. Dropout on the weights only when dropout_p > 0.
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const std::optional<Tensor>& attn_mask = {},
+                                    double dropout_p = 0.0, bool is_causal = false,
+                                    std::optional<double> scale = {});
 
 // The point-wise part of a recurrent step, after its two products (torch's fused LSTM and GRU
 // cells): gates_x (the input's, with b_ih) and gates_h (the hidden state's, with b_hh) broadcast

@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
+#include <vector>
 
 #include "engine/ops.h"
 #include "modules/init.h"
@@ -146,20 +148,20 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
   // the keys bias_k and add_zero_attn appended, which no mask covers
   const int64_t extra = kh.size(2) - S;
   auto widen = [&](const Tensor& m) { return extra ? pad(m, {0, extra}) : m; };
-  Tensor scores = matmul(qh, kh.transpose(-2, -1));  // [N, H, L, S + extra]
-
+  // the additive masks, each broadcasting to the scores [N, H, L, S + extra]
+  std::vector<Tensor> masks;
   if (!attn_mask.is_none()) {
     Tensor m = additive_mask(attn_mask.tensor(), "attn_mask", query.dtype());
     if (m.dim() == 2) {
       if (m.shape() != Shape{L, S})
         throw_error<ValueError>(op, " attn_mask should have shape ", shape_str(Shape{L, S}),
                                 ", got ", shape_str(m.shape()));
-      scores = scores + widen(m);
+      masks.push_back(widen(m));
     } else if (m.dim() == 3) {
       if (m.shape() != Shape{N * H, L, S})
         throw_error<ValueError>(op, " attn_mask should have shape ", shape_str(Shape{N * H, L, S}),
                                 ", got ", shape_str(m.shape()));
-      scores = scores + widen(m).reshape({N, H, L, S + extra});
+      masks.push_back(widen(m).reshape({N, H, L, S + extra}));
     } else {
       throw_error<ValueError>(op, " attn_mask must be 2-D or 3-D, got shape ",
                               shape_str(m.shape()));
@@ -171,11 +173,23 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
     if (m.shape() != want)
       throw_error<ValueError>(op, " key_padding_mask should have shape ", shape_str(want), ", got ",
                               shape_str(m.shape()));
-    scores = scores + widen(m).reshape({N, 1, 1, S + extra});
+    masks.push_back(widen(m).reshape({N, 1, 1, S + extra}));
   }
-  Tensor attn = softmax(scores, -1);
-  if (dropout > 0.0) attn = td::dropout(attn, dropout, is_training());
-  Tensor out = matmul(attn, vh).transpose(1, 2).reshape({N, L, E});  // [N, L, E]
+  const double p = is_training() ? dropout : 0.0;
+  Tensor out, attn;  // [N, H, L, D], and the weights [N, H, L, S + extra] if needed
+  if (!need_weights) {
+    // q is scaled already: scale 1 leaves the scores as the products
+    std::optional<Tensor> mask;
+    if (!masks.empty()) mask = masks.size() == 1 ? masks[0] : masks[0] + masks[1];
+    out = scaled_dot_product_attention(qh, kh, vh, mask, p, false, 1.0);
+  } else {
+    Tensor scores = matmul(qh, kh.transpose(-2, -1));
+    for (const Tensor& m : masks) scores = scores + m;
+    attn = softmax(scores, -1);
+    if (p > 0.0) attn = td::dropout(attn, p);
+    out = matmul(attn, vh);
+  }
+  out = out.transpose(1, 2).reshape({N, L, E});  // [N, L, E]
   out = out_proj->forward(out);
   if (unbatched)
     out = out.squeeze(0);

@@ -69,6 +69,32 @@ struct DimAttrs {
   int64_t dim = 0;
 };
 
+// cumsum, cumprod along dim; with a dtype, x is cast to it first (as torch's dtype argument),
+// else integer and bool inputs scan in int64 and floating ones keep their dtype.
+struct ScanAttrs {
+  static constexpr const char* kName = "ScanAttrs";
+  int64_t dim = 0;
+  std::optional<DType> dtype{};
+};
+
+// sort, argsort along dim. td's sort is always stable (ties keep their order), so `stable` is
+// accepted for torch's signature and changes nothing.
+struct SortAttrs {
+  static constexpr const char* kName = "SortAttrs";
+  int64_t dim = -1;
+  bool descending = false;
+  bool stable = false;
+};
+
+// topk: the k largest (or smallest) along dim, in order when sorted (td always orders them).
+struct TopkAttrs {
+  static constexpr const char* kName = "TopkAttrs";
+  int64_t k = 0;
+  int64_t dim = -1;
+  bool largest = true;
+  bool sorted = true;
+};
+
 // permute (the permutation); squeeze (the dims to drop, empty = every size-1 dim).
 struct DimsAttrs {
   static constexpr const char* kName = "DimsAttrs";
@@ -167,7 +193,7 @@ using OpAttrs = std::variant<NoAttrs, RandomAttrs, GeluAttrs, ClampAttrs, CastAt
                              DimAttrs, DimsAttrs, SizesAttrs, TransposeAttrs, SelectAttrs,
                              SliceAttrs, FlattenAttrs, UnflattenAttrs, SplitAttrs, LinearAttrs,
                              LayerNormAttrs, BatchNormAttrs, ConvAttrs, PoolAttrs, FillAttrs,
-                             ActivationAttrs>;
+                             ActivationAttrs, ScanAttrs, SortAttrs, TopkAttrs>;
 
 // The name of the struct attrs holds ("ConvAttrs").
 inline const char* attrs_name(const OpAttrs& attrs) {

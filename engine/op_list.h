@@ -77,6 +77,11 @@
   X(logsumexp, Reduce)                                                                 \
   /* Softmax: DimAttrs */                                                              \
   X(softmax, Softmax) X(log_softmax, Softmax)                                           \
+  /* Scan: ScanAttrs */                                                               \
+  X(cumsum, Scan) X(cumprod, Scan)                                                      \
+  /* Sort: sort(x) -> [values, indices], argsort(x) -> [indices] SortAttrs;           \
+     topk(x) -> [values, indices] TopkAttrs */                                         \
+  X(sort, Sort) X(argsort, Sort) X(topk, Sort)                                          \
   /* Linalg: matmul; linear(x, w, b?) LinearAttrs */                                  \
   X(matmul, Linalg) X(linear, Linalg)                                                   \
   /* Norm: layer_norm(x, w?, b?) LayerNormAttrs;                                      \
@@ -107,6 +112,7 @@
   X(add_, InPlace) X(mul_, InPlace) X(copy_, InPlace) X(fill_, InPlace)
 // clang-format on
 
-#define TD_OP_FAMILIES(X)                                                                 \
-  X(Random) X(Unary) X(Binary) X(Ternary) X(Reduce) X(Softmax) X(Linalg) X(Norm) X(Conv) \
-  X(Pool) X(Embedding) X(Rnn) X(View) X(Copy) X(Join) X(Index) X(InPlace) X(Custom)
+#define TD_OP_FAMILIES(X)                                                                  \
+  X(Random) X(Unary) X(Binary) X(Ternary) X(Reduce) X(Softmax) X(Scan) X(Sort) X(Linalg)  \
+  X(Norm) X(Conv) X(Pool) X(Embedding) X(Rnn) X(View) X(Copy) X(Join) X(Index) X(InPlace) \
+  X(Custom)

@@ -246,6 +246,26 @@ Tensor logsumexp(const Tensor& x, I dim, bool keepdim = false) {
   return logsumexp(x, IntList{static_cast<int64_t>(dim)}, keepdim);
 }
 
+// ---- scans and sorting along one dim (0-d: dim 0 or -1, as one element) ----
+// torch.cumsum / torch.cumprod: integer and bool inputs give int64, floating ones keep their
+// dtype (float32 accumulates in float64 and rounds each output, as torch on CPU); a dtype casts
+// x to it first (bool refused, as torch).
+Tensor cumsum(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+Tensor cumprod(const Tensor& x, int64_t dim, std::optional<DType> dtype = std::nullopt);
+// torch.sort: the values and their int64 indices along dim. Always stable (`stable` is accepted
+// and changes nothing): equal elements keep their order, so results are deterministic. NaN
+// sorts above every number: last ascending, first descending, as torch; -0 and 0 are equal.
+std::pair<Tensor, Tensor> sort(const Tensor& x, int64_t dim = -1, bool descending = false,
+                               bool stable = false);
+// sort's indices alone.
+Tensor argsort(const Tensor& x, int64_t dim = -1, bool descending = false, bool stable = false);
+// torch.topk: the k largest (smallest) elements along dim and their int64 indices, always in
+// order (also with sorted = false); equal values keep their order (the lower index first) and
+// NaN counts as the largest. k outside [0, size of dim] is an IndexError naming k and the shape.
+// Bool inputs are accepted (torch 1.13 refuses them).
+std::pair<Tensor, Tensor> topk(const Tensor& x, int64_t k, int64_t dim = -1, bool largest = true,
+                               bool sorted = true);
+
 // ---- linear algebra ----
 Tensor matmul(const Tensor& a, const Tensor& b);
 // weight [out, in] (bias [out]) or, as in torch, [in]: then x @ weight, plus a bias that

@@ -265,6 +265,42 @@ inline std::vector<Case> make_cases() {
            [](const Tensors& x) { return logsumexp(x[0], {0, 2}); });
   add_case(OpId::logsumexp, "logsumexp_keepdim", one({2, 3}),
            [](const Tensors& x) { return logsumexp(x[0], -1, true); });
+  // ---- scans and sorting (ints with ties check that equal values keep their order) ----
+  auto tied = [](Shape s) { return [s](int64_t i) { return Tensors{ints(s, i, 3)}; }; };
+  auto scalar = [](int64_t i) { return Tensors{vals({}, i)}; };
+  add_case(OpId::cumsum, "cumsum", one({2, 3}), [](const Tensors& x) { return cumsum(x[0], 1); });
+  add_case(
+      OpId::cumsum, "cumsum_neg_int", tied({3, 2}),
+      [](const Tensors& x) { return cumsum(x[0], -2); }, Kind::Exact);
+  add_case(OpId::cumsum, "cumsum_0d", scalar, [](const Tensors& x) { return cumsum(x[0], -1); });
+  add_case(OpId::cumprod, "cumprod", one({3, 2}),
+           [](const Tensors& x) { return cumprod(x[0], -1); });
+  add_case(OpId::cumprod, "cumprod_1d_f32", one({4}),
+           [](const Tensors& x) { return cumprod(x[0], 0, kFloat32); });
+  add_case(
+      OpId::sort, "sort_values", one({2, 4}), [](const Tensors& x) { return sort(x[0]).first; },
+      Kind::Exact);
+  add_case(
+      OpId::sort, "sort_indices_desc_dim0", tied({4, 2}),
+      [](const Tensors& x) { return sort(x[0], 0, true).second; }, Kind::Exact);
+  add_case(
+      OpId::sort, "sort_0d", scalar, [](const Tensors& x) { return sort(x[0], 0).second; },
+      Kind::Exact);
+  add_case(
+      OpId::argsort, "argsort_1d_desc", one({5}),
+      [](const Tensors& x) { return argsort(x[0], 0, true); }, Kind::Exact);
+  add_case(
+      OpId::argsort, "argsort_ties", tied({2, 5}),
+      [](const Tensors& x) { return argsort(x[0], -1); }, Kind::Exact);
+  add_case(
+      OpId::topk, "topk_values", one({2, 5}),
+      [](const Tensors& x) { return topk(x[0], 3).first; }, Kind::Exact);
+  add_case(
+      OpId::topk, "topk_indices_smallest_dim0", tied({5, 2}),
+      [](const Tensors& x) { return topk(x[0], 2, -2, false).second; }, Kind::Exact);
+  add_case(
+      OpId::topk, "topk_0d", scalar, [](const Tensors& x) { return topk(x[0], 1).first; },
+      Kind::Exact);
   // ---- linear algebra ----
   add_case(OpId::matmul, "matmul_mm", two({2, 3}, {3, 4}),
            [](const Tensors& x) { return matmul(x[0], x[1]); });

@@ -29,6 +29,17 @@ IntList reduce_dims(const char* op, const IntList& dims, int64_t ndim);
 // argmin, no reduced dim of size 0 for amax to argmin. Shared with the reductions' vmap rule.
 IntList check_reduce(OpId op, const Shape& x, DType t, const IntList& dims, const char* what);
 
+// cumsum's and cumprod's checks of dim and dtype against x's (per-set, `what`) shape and dtype
+// t; returns the dtype they scan in. Shared with their vmap rule.
+DType check_scan(OpId op, const Shape& x, DType t, const ScanAttrs& a, const char* what);
+
+// The one dim of a scan or sort (sort, argsort) normalised against a (per-set, `what`) shape x
+// (0-d: dim 0 or -1), or an IndexError naming op, dim and x.
+int64_t check_one_dim(const char* op, const Shape& x, int64_t dim, const char* what);
+// topk's checks: dim, and k within [0, size of dim] (an IndexError naming k, the dim and the
+// shape); returns the normalised dim. Shared with its vmap rule.
+int64_t check_topk(const Shape& x, int64_t k, int64_t dim, const char* what);
+
 // TypeErrors naming op: x must be floating (also on a (per-set, `what`) shape and dtype, as
 // softmax's vmap rule checks it); t (when defined), `what` of op, must have x's dtype.
 void check_floating(const char* op, const Tensor& x);

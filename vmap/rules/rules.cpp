@@ -8,6 +8,8 @@ void register_random_rules();
 void register_unary_rules();
 void register_binary_rules();
 void register_reduce_rules();
+void register_scan_rules();
+void register_sort_rules();
 void register_linalg_rules();
 void register_norm_rules();
 void register_conv_rules();
@@ -29,6 +31,8 @@ void ensure_batch_rules() {
     rules::register_unary_rules();
     rules::register_binary_rules();
     rules::register_reduce_rules();
+    rules::register_scan_rules();
+    rules::register_sort_rules();
     rules::register_linalg_rules();
     rules::register_norm_rules();
     rules::register_conv_rules();

@@ -29,8 +29,7 @@ TensorDict scatter_golden() {
 }
 
 // Same values (NaN matching NaN) within rtol; rtol 0: exactly.
-void check_values(const Tensor& got, const Tensor& want, const std::string& what,
-                  double rtol = 0) {
+void check_values(const Tensor& got, const Tensor& want, const std::string& what, double rtol = 0) {
   INFO(what);
   REQUIRE(got.shape() == want.shape());
   CHECK(got.dtype() == want.dtype());
@@ -136,8 +135,9 @@ TEST_CASE("scatter: hand values; a repeated position takes the last value in ind
   CHECK(scatter(zeros({2, 4}, kInt64), 1, idx2, src).to_vector<int64_t>() ==
         std::vector<int64_t>{1, 2, 3, 0, 6, 8, 0, 7});
   // repeats: the last in row-major order of index wins, the same every call
-  CHECK(scatter(zeros({3}), 0, i64({0, 2, 0, 0}), tensor({1.f, 2.f, 3.f, 4.f})).to_vector<float>() ==
-        std::vector<float>{4, 0, 2});
+  CHECK(
+      scatter(zeros({3}), 0, i64({0, 2, 0, 0}), tensor({1.f, 2.f, 3.f, 4.f})).to_vector<float>() ==
+      std::vector<float>{4, 0, 2});
   CHECK(scatter(zeros({2, 2}), 0, i64({1, 1, 1, 0}, {2, 2}), tensor({1.f, 2.f, 3.f, 4.f}, {2, 2}))
             .to_vector<float>() == std::vector<float>{0, 4, 3, 2});
   // scatter_add sums the repeats; the value form writes one value
@@ -146,7 +146,8 @@ TEST_CASE("scatter: hand values; a repeated position takes the last value in ind
   CHECK(scatter(zeros({2, 3}, kInt64), -1, i64({2, 2}, {2, 1}), 7).to_vector<int64_t>() ==
         std::vector<int64_t>{0, 0, 7, 0, 0, 7});
   // a value cast to bool, and a float value truncated into int64, as torch
-  CHECK(scatter(zeros({2}, kBool), 0, i64({1}), 2).to_vector<bool>() == std::vector<bool>{false, true});
+  CHECK(scatter(zeros({2}, kBool), 0, i64({1}), 2).to_vector<bool>() ==
+        std::vector<bool>{false, true});
   CHECK(scatter(zeros({2}, kInt64), 0, i64({0}), 1.9).to_vector<int64_t>() ==
         std::vector<int64_t>{1, 0});
   // x is not touched
@@ -161,12 +162,8 @@ TEST_CASE("scatter: strided operands give the contiguous result; an empty index 
   const Tensor src = arange(100.0, 112.0).reshape({4, 3});
   const Tensor xt = x.t(), it = idx.t(), st = src.t();
   CHECK_FALSE(xt.is_contiguous());
-  for (auto f : {+[](const Tensor& a, int64_t d, const Tensor& i, const Tensor& s) {
-                   return scatter(a, d, i, s);
-                 },
-                 +[](const Tensor& a, int64_t d, const Tensor& i, const Tensor& s) {
-                   return scatter_add(a, d, i, s);
-                 }}) {
+  using Op = Tensor (*)(const Tensor&, int64_t, const Tensor&, const Tensor&);
+  for (Op f : {static_cast<Op>(scatter), static_cast<Op>(scatter_add)}) {
     for (int64_t d : {0, 1}) {
       const Tensor got = f(xt, d, it, st);
       const Tensor want = f(xt.contiguous(), d, it.contiguous(), st.contiguous());
@@ -174,8 +171,9 @@ TEST_CASE("scatter: strided operands give the contiguous result; an empty index 
     }
   }
   // an expanded src reads one value everywhere
-  CHECK(equal(scatter_add(zeros({2, 3}), 1, i64({0, 0, 1, 1}, {2, 2}), full({}, 2.0).expand({2, 2})),
-              tensor({4.f, 0.f, 0.f, 0.f, 4.f, 0.f}, {2, 3})));
+  CHECK(
+      equal(scatter_add(zeros({2, 3}), 1, i64({0, 0, 1, 1}, {2, 2}), full({}, 2.0).expand({2, 2})),
+            tensor({4.f, 0.f, 0.f, 0.f, 4.f, 0.f}, {2, 3})));
   // empty index: x's values, and as torch no shape check
   const Tensor e = scatter(x, 1, zeros({0}, kInt64), zeros({2, 2}));
   CHECK(equal(e, x));
@@ -229,40 +227,55 @@ TEST_CASE("scatter errors name the op, the shapes and the dim") {
   CHECK_THROWS_AS(scatter(x, 0, idx.to(kFloat32), src), TypeError);
   check_throws_naming_op<TypeError>([&] { scatter_add(x, 0, idx.to(kBool), src); }, "scatter_add");
   CHECK_THROWS_AS(scatter(x, 0, idx, src.to(kFloat64)), TypeError);
-  check_throws_naming_op<TypeError>([&] { scatter_add(x, 0, idx, src.to(kInt64)); },
-                                    "scatter_add");
+  check_throws_naming_op<TypeError>([&] { scatter_add(x, 0, idx, src.to(kInt64)); }, "scatter_add");
   // dim out of range
   CHECK_THROWS_AS(scatter(x, 2, idx, src), IndexError);
   check_throws_naming_op<IndexError>([&] { scatter_add(x, -3, idx, src); }, "scatter_add");
   // ranks
   CHECK_THROWS_AS(scatter(x, 0, i64({0}), src), ValueError);
-  check_throws_mentioning<ValueError>([&] { scatter(x, 0, idx, ones({6})); },
-                                      "[scatter] index of shape [1, 2] must have as many dims as src");
-  check_throws_mentioning<ValueError>([&] { scatter(zeros({3}), 0, i64({0}, {1, 1}), ones({1, 1})); },
-                                      "as many dims as the input");
+  check_throws_mentioning<ValueError>(
+      [&] { scatter(x, 0, idx, ones({6})); },
+      "[scatter] index of shape [1, 2] must have as many dims as src");
+  check_throws_mentioning<ValueError>(
+      [&] {
+        scatter(zeros({3}), 0, i64({0}, {1, 1}), ones({1, 1}));
+      },
+      "as many dims as the input");
   // sizes: index larger than src (any dim), than x (but at dim)
   check_throws_mentioning<ValueError>(
-      [&] { scatter_add(x, 1, zeros({2, 5}, kInt64), ones({2, 3})); },
+      [&] {
+        scatter_add(x, 1, zeros({2, 5}, kInt64), ones({2, 3}));
+      },
       "[scatter_add] index of shape [2, 5] is larger than src of shape [2, 3] at dim 1");
   check_throws_mentioning<ValueError>(
-      [&] { scatter(x, 1, zeros({4, 1}, kInt64), ones({4, 1})); },
+      [&] {
+        scatter(x, 1, zeros({4, 1}, kInt64), ones({4, 1}));
+      },
       "[scatter] index of shape [4, 1] is larger than the input of shape [3, 4] at dim 0");
   CHECK(scatter(x, 1, zeros({3, 6}, kInt64), ones({3, 6})).shape() == Shape{3, 4});  // dim may
   // index values: negative and too large
-  check_throws_mentioning<IndexError>([&] { scatter(x, 0, i64({-1, 0}, {1, 2}), src); },
-                                      "[scatter] index -1 is out of bounds for dim 0 with size 3");
-  check_throws_naming_op<IndexError>([&] { scatter_add(x, 1, i64({4, 0}, {1, 2}), src); },
-                                     "scatter_add");
-  check_throws_naming_op<IndexError>([&] { scatter_reduce(x, 1, i64({0, 9}, {1, 2}), src, "sum"); },
-                                     "scatter_reduce");
+  check_throws_mentioning<IndexError>(
+      [&] {
+        scatter(x, 0, i64({-1, 0}, {1, 2}), src);
+      },
+      "[scatter] index -1 is out of bounds for dim 0 with size 3");
+  check_throws_naming_op<IndexError>(
+      [&] {
+        scatter_add(x, 1, i64({4, 0}, {1, 2}), src);
+      },
+      "scatter_add");
+  check_throws_naming_op<IndexError>(
+      [&] {
+        scatter_reduce(x, 1, i64({0, 9}, {1, 2}), src, "sum");
+      },
+      "scatter_reduce");
   // an in-place call that fails on an index writes nothing
   Tensor y = zeros({3});
   CHECK_THROWS_AS(scatter_(y, 0, i64({0, 1, 3}), ones({3})), IndexError);
   CHECK(y.to_vector<float>() == std::vector<float>{0, 0, 0});
   // the value form: a value that does not fit x's dtype
   CHECK_THROWS_AS(scatter(zeros({2}, kInt64), 0, i64({0}), std::nan("")), RuntimeError);
-  check_throws_naming_op<RuntimeError>([&] { scatter(zeros({2}), 0, i64({0}), 1e300); },
-                                       "scatter");
+  check_throws_naming_op<RuntimeError>([&] { scatter(zeros({2}), 0, i64({0}), 1e300); }, "scatter");
   // scatter_reduce: the reduction's name, mean of bools
   check_throws_mentioning<ValueError>([&] { scatter_reduce(x, 0, idx, src, "max"); },
                                       "[scatter_reduce] reduce must be");
@@ -275,9 +288,16 @@ TEST_CASE("scatter errors name the op, the shapes and the dim") {
   Tensor ex = zeros({3}).expand({2, 3});
   CHECK_THROWS_AS(scatter_(ex, 1, i64({0}, {1, 1}), ones({1, 1})), ExpandedWriteError);
   Tensor z = zeros({4});
-  check_throws_naming_op<RuntimeError>([&] { scatter_(z, 0, i64({0, 1}), z.narrow(0, 1, 2)); },
-                                       "scatter_");
+  check_throws_naming_op<RuntimeError>(
+      [&] {
+        scatter_(z, 0, i64({0, 1}), z.narrow(0, 1, 2));
+      },
+      "scatter_");
   CHECK_THROWS_AS(scatter_add_(z, 0, i64({0, 1, 2, 3}), z), RuntimeError);
+  // interleaved views (not dense) pass, as in torch, and read src as it was
+  Tensor w = arange(6.0).reshape({3, 2});
+  scatter_(w.select(1, 0), 0, i64({1, 2}), w.select(1, 1).narrow(0, 0, 2));
+  CHECK(w.to_vector<float>() == std::vector<float>{0, 1, 1, 3, 3, 5});
   Tensor zi = zeros({4}, kInt64);
   CHECK_THROWS_AS(scatter_(zi, 0, zi, ones({4}, kInt64)), RuntimeError);
   // undefined operands
@@ -305,9 +325,9 @@ void check_vmap(const std::string& what, const Fn3& f, const Tensor& xs, const T
   Tensor in[3];
   for (int k = 0; k < 3; ++k) in[k] = dims[k] ? args[k] : args[k].select(0, 0);
   for (std::optional<int64_t> chunk : {std::optional<int64_t>(), std::optional<int64_t>(3)}) {
-    const Tensor got = vmap([&](Tensor a, Tensor b, Tensor c) { return f(a, b, c); },
-                            {.in_dims = {dims[0], dims[1], dims[2]}, .chunk_size = chunk})(
-        in[0], in[1], in[2]);
+    const Tensor got =
+        vmap([&](Tensor a, Tensor b, Tensor c) { return f(a, b, c); },
+             {.in_dims = {dims[0], dims[1], dims[2]}, .chunk_size = chunk})(in[0], in[1], in[2]);
     const Tensor want = stack_loop(n, [&](int64_t b) {
       return f(dims[0] ? xs.select(0, b) : in[0], dims[1] ? is.select(0, b) : in[1],
                dims[2] ? ss.select(0, b) : in[2]);
@@ -324,8 +344,11 @@ TEST_CASE("scatter under vmap: each side batched or shared, every form, the loop
   const Tensor is = randint(0, 3, {B, 3, 4});  // repeats: order matters
   const Tensor ss = randn({B, 7, 5});
   const std::vector<std::vector<std::optional<int64_t>>> placements = {
-      {0, std::nullopt, std::nullopt}, {std::nullopt, 0, std::nullopt},
-      {std::nullopt, std::nullopt, 0}, {0, 0, 0}, {0, 0, std::nullopt}};
+      {0, std::nullopt, std::nullopt},
+      {std::nullopt, 0, std::nullopt},
+      {std::nullopt, std::nullopt, 0},
+      {0, 0, 0},
+      {0, 0, std::nullopt}};
   const std::map<std::string, Fn3> fns = {
       {"scatter", [](Tensor x, Tensor i, Tensor s) { return scatter(x, 0, i, s); }},
       {"scatter_neg", [](Tensor x, Tensor i, Tensor s) { return scatter(x, -1, i, s); }},
@@ -344,22 +367,26 @@ TEST_CASE("scatter under vmap: each side batched or shared, every form, the loop
       if (name != "scatter_value" || p[0] || p[1]) check_vmap(name, f, xs, is, ss, p);
   // in place: self batched (a batched x's copy), index or src batched or shared
   const std::map<std::string, Fn3> in_place = {
-      {"scatter_", [](Tensor x, Tensor i, Tensor s) {
+      {"scatter_",
+       [](Tensor x, Tensor i, Tensor s) {
          Tensor y = mul(x, 2.0);
          CHECK(&scatter_(y, 0, i, s) == &y);
          return y;
        }},
-      {"scatter_value_", [](Tensor x, Tensor i, Tensor) {
+      {"scatter_value_",
+       [](Tensor x, Tensor i, Tensor) {
          Tensor y = mul(x, 2.0);
          scatter_(y, -2, i, 7.0);
          return y;
        }},
-      {"scatter_add_", [](Tensor x, Tensor i, Tensor s) {
+      {"scatter_add_",
+       [](Tensor x, Tensor i, Tensor s) {
          Tensor y = x.t().clone().t();  // self strided, batch dim not first physically
          scatter_add_(y, 0, i, s);
          return y;
        }},
-      {"scatter_reduce_", [](Tensor x, Tensor i, Tensor s) {
+      {"scatter_reduce_",
+       [](Tensor x, Tensor i, Tensor s) {
          Tensor y = x.clone();
          scatter_reduce_(y, 0, i, s, "prod", false);
          return y;
@@ -394,8 +421,8 @@ TEST_CASE("scatter under vmap: each side batched or shared, every form, the loop
   };
   check_vmap("0-d self in place", f0_, x0, i1, s1, {0, 0, std::nullopt});
   // an empty per-set index writes nothing and checks no shape, as a call per set
-  check_vmap("empty index", [](Tensor x, Tensor i, Tensor s) { return scatter(x, 1, i, s); },
-             xs, zeros({B, 0}, kInt64), randn({B, 2}), {0, 0, 0});
+  check_vmap("empty index", [](Tensor x, Tensor i, Tensor s) { return scatter(x, 1, i, s); }, xs,
+             zeros({B, 0}, kInt64), randn({B, 2}), {0, 0, 0});
 }
 
 TEST_CASE("scatter under vmap: a set's bad argument raises its own error") {
@@ -403,27 +430,23 @@ TEST_CASE("scatter under vmap: a set's bad argument raises its own error") {
   Tensor is = zeros({3, 2}, kInt64);
   fill_(is.select(0, 2), 4);  // set 2 points past its 4 elements
   check_throws_mentioning<IndexError>(
-      [&] {
-        vmap([](Tensor x, Tensor i) { return scatter(x, 0, i, 1.0); })(xs, is);
-      },
+      [&] { vmap([](Tensor x, Tensor i) { return scatter(x, 0, i, 1.0); })(xs, is); },
       "[scatter] index 4 is out of bounds for dim 0 with size 4");
   Tensor self = zeros({3, 4});
   check_throws_mentioning<IndexError>(
-      [&] {
-        vmap([](Tensor x, Tensor i) { return scatter_add_(x, 0, i, ones({2})); })(self, is);
-      },
+      [&] { vmap([](Tensor x, Tensor i) { return scatter_add_(x, 0, i, ones({2})); })(self, is); },
       "[scatter_add_] index 4 is out of bounds for dim 0 with size 4");
   CHECK(equal(self, zeros({3, 4})));  // no set written
   check_throws_mentioning<ValueError>(
       [&] {
-        vmap([](Tensor x, Tensor i) { return scatter_add(x, 0, i, ones({1})); })(xs,
-                                                                                   zeros({3, 2}, kInt64));
+        vmap([](Tensor x, Tensor i) { return scatter_add(x, 0, i, ones({1})); })(
+            xs, zeros({3, 2}, kInt64));
       },
       "[scatter_add] index of per-set shape [2] is larger than src of per-set shape [1] at dim 0");
   check_throws_mentioning<ValueError>(
       [&] {
-        vmap([](Tensor x, Tensor i) { return scatter_(x, 0, i, ones({1})); })(xs,
-                                                                               zeros({3, 2}, kInt64));
+        vmap([](Tensor x, Tensor i) { return scatter_(x, 0, i, ones({1})); })(
+            xs, zeros({3, 2}, kInt64));
       },
       "[scatter_] index of per-set shape [2] is larger than src of per-set shape [1] at dim 0");
 }
@@ -458,9 +481,8 @@ TEST_CASE("scatter under functional_vmap: the loop's values, the same bits in ev
   const TensorDict params = TensorDict::from_modules(members);
   const nn::FunctionalVmapOptions shared{.params = params,
                                          .kwargs = {{"input", x}, {"index", idx}}};
-  const nn::FunctionalVmapOptions per_set{.params = params,
-                                          .kwargs = {{"input", x}, {"index", idx_sets}},
-                                          .in_dims = {{"index", 0}}};
+  const nn::FunctionalVmapOptions per_set{
+      .params = params, .kwargs = {{"input", x}, {"index", idx_sets}}, .in_dims = {{"index", 0}}};
   for (const auto& o : {shared, per_set}) {
     const Tensor whole = nn::functional_vmap(*m, o).tensor();
     CHECK(whole.shape() == Shape{sets, 3, 6});

@@ -66,8 +66,8 @@ void check_writable(const char* op, const Tensor& self) {
     if (self.shape()[d] > 1 && self.strides()[d] == 0)
       throw_error<ExpandedWriteError>("[", op, "] cannot write into an expanded tensor of shape ",
                                       self.shape(),
-                                " (several elements share one memory location); "
-                                "clone it first");
+                                      " (several elements share one memory location); "
+                                      "clone it first");
 }
 
 // torch's assert_no_partial_overlap (with same_too: assert_no_overlap), on the physical layouts

@@ -147,9 +147,8 @@ void scatter_into(const char* op, const Tensor& out, int64_t dim, const Tensor& 
 // The shared body: checks, then the write into `out` (x's copy, or self in place).
 void scatter_checked(const char* op, const Tensor& out, const ScatterAttrs& a, const Tensor& index,
                      const Tensor& src, ScatterReduce reduce) {
-  const int64_t dim =
-      impl::check_scatter(op, a.dim, out.shape(), out.dtype(), index.shape(), index.dtype(),
-                          &src.shape(), src.dtype(), shape_word());
+  const int64_t dim = impl::check_scatter(op, a.dim, out.shape(), out.dtype(), index.shape(),
+                                          index.dtype(), &src.shape(), src.dtype(), shape_word());
   if (index.numel() == 0) return;
   if (out.dim() == 0 || index.dim() == 0 || src.dim() == 0) {  // all 1-D of size 1 or 0-d
     auto one_d = [](const Tensor& t) { return t.dim() == 0 ? t.reshape({1}) : t; };
@@ -175,7 +174,9 @@ std::vector<Tensor> scatter_in_place(const char* op, OpId id, std::span<const Te
   // as torch: the reads must not see the writes, so no sharing at all
   impl::check_no_overlap(op, self, in[1], true);
   impl::check_no_overlap(op, self, in[2], true);
-  scatter_checked(op, self, a, in[1], in[2], reduce.value_or(a.reduce));
+  // views torch cannot tell apart pass the check; reading a copy keeps the result defined
+  const Tensor src = in[2].shares_storage(self) ? in[2].clone() : in[2];
+  scatter_checked(op, self, a, in[1], src, reduce.value_or(a.reduce));
   return {self};
 }
 
@@ -204,7 +205,9 @@ int64_t check_scatter(const char* op, int64_t dim, const Shape& x, DType xt, con
                            " of ", kind, " ", *src);
   const int64_t d = normalize_dim(op, dim, static_cast<int64_t>(x.size()));
   if (shape_numel(index) == 0) return d;  // nothing is written: torch checks no shape
-  const auto rank = [](const Shape& s) { return std::max<int64_t>(static_cast<int64_t>(s.size()), 1); };
+  const auto rank = [](const Shape& s) {
+    return std::max<int64_t>(static_cast<int64_t>(s.size()), 1);
+  };
   if (rank(index) != rank(x))
     throw_error<ValueError>("[", op, "] index of ", kind, " ", index,
                             " must have as many dims as the input of ", kind, " ", x);

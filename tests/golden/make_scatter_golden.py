@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""Writes the PyTorch golden data of tests/scatter_test.cpp into tests/data/scatter/scatter.safetensors.
+"""Writes the PyTorch golden data of tests/scatter_test.cpp into
+tests/data/scatter/scatter.safetensors.
 
 For every case <name> below: "<name>.x", "<name>.index" and, except for the value forms,
 "<name>.src" hold the arguments, and "<name>.out" what torch's scatter, scatter_add or

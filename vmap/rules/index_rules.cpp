@@ -82,9 +82,9 @@ std::vector<Batched> scatter_rule(const RuleContext& ctx, std::span<const Batche
                                   const OpAttrs& attrs) {
   ScatterAttrs a = attrs_as<ScatterAttrs>(ctx.op, attrs);
   const Shape xs = per_set_shape(in[0]), is = per_set_shape(in[1]), ss = per_set_shape(in[2]);
-  const int64_t d = impl::check_scatter(op_name(ctx.op), a.dim, xs, in[0].value.dtype(), is,
-                                        in[1].value.dtype(), &ss, in[2].value.dtype(),
-                                        "per-set shape");
+  const int64_t d =
+      impl::check_scatter(op_name(ctx.op), a.dim, xs, in[0].value.dtype(), is, in[1].value.dtype(),
+                          &ss, in[2].value.dtype(), "per-set shape");
   Tensor x = ensure_has_bdim(in[0], ctx.batch_size);
   if (shape_numel(is) == 0) return one(x.clone(), 0);  // nothing written, shapes unchecked
   Tensor idx = ensure_has_bdim(in[1], ctx.batch_size);

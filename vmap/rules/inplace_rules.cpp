@@ -59,9 +59,9 @@ std::vector<Batched> scatter_inplace_rule(const RuleContext& ctx, std::span<cons
   ScatterAttrs a = attrs_as<ScatterAttrs>(ctx.op, attrs);
   // checked per set first: the stacked shapes would name the batch dim
   const Shape xs = per_set_shape(self), is = per_set_shape(in[1]), ss = per_set_shape(in[2]);
-  const int64_t d = impl::check_scatter(name, a.dim, xs, self.value.dtype(), is,
-                                        in[1].value.dtype(), &ss, in[2].value.dtype(),
-                                        "per-set shape");
+  const int64_t d =
+      impl::check_scatter(name, a.dim, xs, self.value.dtype(), is, in[1].value.dtype(), &ss,
+                          in[2].value.dtype(), "per-set shape");
   if (shape_numel(is) == 0) return one(self.value, self.bdim);
   // per set too: the stacked call would name the batch dim's neighbour (in-place ops are not
   // replayed set by set); an index still batched at a lower level cannot be read here, and the

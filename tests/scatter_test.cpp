@@ -73,6 +73,8 @@ std::map<std::string, Golden> golden_cases() {
     for (bool inc : {true, false})
       c["scatter_reduce_" + red + (inc ? "_self" : "_noself")] = {"scatter_reduce", 0, red, inc};
   c["scatter_reduce_mean_int"] = {"scatter_reduce", 1, "mean"};
+  c["scatter_reduce_mean_int_neg_self"] = {"scatter_reduce", 0, "mean"};
+  c["scatter_reduce_mean_int_neg_noself"] = {"scatter_reduce", 0, "mean", false};
   c["scatter_reduce_amax_nan"] = {"scatter_reduce", 0, "amax"};
   return c;
 }
@@ -121,7 +123,7 @@ TEST_CASE("scatter, scatter_add and scatter_reduce against PyTorch, out of and i
     check_values(run_in_place(c, x, index, src), want, name + " in place", rtol);
     ++checked;
   }
-  CHECK(checked == 26);  // every case of make_scatter_golden.py
+  CHECK(checked == 28);  // every case of make_scatter_golden.py
 }
 
 TEST_CASE("scatter: hand values; a repeated position takes the last value in index order") {

@@ -86,6 +86,11 @@ def main():
     # integer mean rounds down
     case("scatter_reduce_mean_int", lambda x, i, s: x.scatter_reduce(1, i, s, "mean"),
          torch.randint(-9, 9, (2, 3)), torch.randint(0, 3, (2, 5)), torch.randint(-9, 9, (2, 5)))
+    for inc in (True, False):  # negative sums that do not divide: floor, not truncation
+        case("scatter_reduce_mean_int_neg_%s" % ("self" if inc else "noself"),
+             lambda x, i, s, inc=inc: x.scatter_reduce(0, i, s, "mean", include_self=inc),
+             torch.tensor([0, 0, 5]), torch.tensor([0, 0, 1, 1, 2]),
+             torch.tensor([-3, -4, 3, 4, -8]))
     nan = float("nan")
     case("scatter_reduce_amax_nan", lambda x, i, s: x.scatter_reduce(0, i, s, "amax"),
          torch.tensor([1.0, nan, 3.0]), torch.tensor([0, 0, 1, 2]),

@@ -300,6 +300,11 @@ TEST_CASE("scatter errors name the op, the shapes and the dim") {
   Tensor w = arange(6.0).reshape({3, 2});
   scatter_(w.select(1, 0), 0, i64({1, 2}), w.select(1, 1).narrow(0, 0, 2));
   CHECK(w.to_vector<float>() == std::vector<float>{0, 1, 1, 3, 3, 5});
+  // an index sharing the memory of a non-dense self passes too, and is read before the
+  // writes: [2, 1] into self [2, 0, 1] (the first write changes the index's second value)
+  Tensor q = tensor<int64_t>({2, 9, 0, 2, 1, 9}, {6});
+  scatter_(q.slice(0, 0, 6, 2), 0, q.narrow(0, 3, 2), tensor<int64_t>({0, 7}));
+  CHECK(q.to_vector<int64_t>() == std::vector<int64_t>{2, 9, 7, 2, 0, 9});
   Tensor zi = zeros({4}, kInt64);
   CHECK_THROWS_AS(scatter_(zi, 0, zi, ones({4}, kInt64)), RuntimeError);
   // undefined operands

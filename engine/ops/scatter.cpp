@@ -3,6 +3,8 @@
 // duplicates resolve the same way every time, batched or not.
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -33,7 +35,7 @@ int64_t floor_div(int64_t a, int64_t b) {
 // Walks index (ids, row-major over its shape is) and src together; f(o, s, slot) combines src's
 // element s into out's element o, slot being o's offset from out's first element.
 template <class T, class F>
-void walk(T* op, const Strides& so, int64_t dim, const std::vector<int64_t>& ids, const Shape& is,
+void walk(T* op, const Strides& so, int64_t dim, std::span<const int64_t> ids, const Shape& is,
           const T* sp, const Strides& ss, F f) {
   const int64_t nd = static_cast<int64_t>(is.size());
   std::vector<int64_t> pos(nd, 0);
@@ -54,6 +56,86 @@ void walk(T* op, const Strides& so, int64_t dim, const std::vector<int64_t>& ids
   }
 }
 
+// Writes with a reduction into out's elements of type T; C counts the values landing on one
+// element.
+template <class T, class C>
+void scatter_typed(const Tensor& out, int64_t dim, std::span<const int64_t> ids, const Shape& is,
+                   const Tensor& src, ScatterReduce reduce, bool include_self) {
+  const Strides& so = out.strides();
+  const Strides& ss = src.strides();
+  T* op = out.data<T>();
+  const T* sp = src.data<T>();
+  // How many values landed on each element (by its slot): for mean, and for a reduction that
+  // starts from the first value landing rather than the element's own.
+  const bool counted = reduce == ScatterReduce::Mean || !include_self;
+  std::vector<C> count;
+  if (counted) {
+    int64_t last = 0;
+    for (int64_t d = 0; d < out.dim(); ++d) last += (out.size(d) - 1) * so[d];
+    count.assign(static_cast<size_t>(last) + 1, 0);
+  }
+  auto run = [&](auto combine) {
+    if (!counted) {
+      walk(op, so, dim, ids, is, sp, ss, [&](T& o, T s, int64_t) { combine(o, s); });
+      return;
+    }
+    walk(op, so, dim, ids, is, sp, ss, [&](T& o, T s, int64_t slot) {
+      if (count[slot]++ == 0 && !include_self)
+        o = s;
+      else
+        combine(o, s);
+    });
+  };
+  switch (reduce) {
+    case ScatterReduce::None:
+      run([](T& o, T s) { o = s; });
+      break;
+    case ScatterReduce::Sum:
+    case ScatterReduce::Mean:
+      if constexpr (std::is_same_v<T, bool>)
+        run([](T& o, T s) { o = o || s; });
+      else
+        run([](T& o, T s) { o += s; });
+      break;
+    case ScatterReduce::Prod:
+      if constexpr (std::is_same_v<T, bool>)
+        run([](T& o, T s) { o = o && s; });
+      else
+        run([](T& o, T s) { o *= s; });
+      break;
+    case ScatterReduce::Amax:  // NaN wins, as torch's
+      run([](T& o, T s) {
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(s) || s > o) o = s;
+        } else {
+          o = std::max(o, s);
+        }
+      });
+      break;
+    case ScatterReduce::Amin:
+      run([](T& o, T s) {
+        if constexpr (std::is_floating_point_v<T>) {
+          if (std::isnan(s) || s < o) o = s;
+        } else {
+          o = std::min(o, s);
+        }
+      });
+      break;
+  }
+  if constexpr (!std::is_same_v<T, bool>) {
+    if (reduce != ScatterReduce::Mean) return;
+    for (size_t slot = 0; slot < count.size(); ++slot) {
+      if (count[slot] == 0) continue;
+      const int64_t n = static_cast<int64_t>(count[slot]) + (include_self ? 1 : 0);
+      T& o = op[slot];
+      if constexpr (std::is_floating_point_v<T>)
+        o = o / static_cast<T>(n);
+      else
+        o = floor_div(o, n);
+    }
+  }
+}
+
 // out, index and src have the same number of dims (>= 1) and checked shapes; out's elements each
 // have their own memory location. Every index is checked before the first write, so a failing
 // call leaves out as it was.
@@ -61,86 +143,25 @@ void scatter_into(const char* op, const Tensor& out, int64_t dim, const Tensor& 
                   const Tensor& src, ScatterReduce reduce, bool include_self) {
   if (reduce == ScatterReduce::Mean && out.dtype() == DType::Bool)
     throw_error<TypeError>("[", op, "] reduce 'mean' does not take a bool input");
-  const std::vector<int64_t> ids = index.to_vector<int64_t>();
+  // a contiguous index is read in place; one sharing out's memory (views the overlap check
+  // cannot tell apart) is copied, so that the checked values are the ones used
+  const bool in_place = index.is_contiguous() && !index.shares_storage(out);
+  std::vector<int64_t> copy;
+  if (!in_place) copy = index.to_vector<int64_t>();
+  const std::span<const int64_t> ids =
+      in_place ? std::span<const int64_t>(index.data<int64_t>(), static_cast<size_t>(index.numel()))
+               : std::span<const int64_t>(copy);
   const int64_t size = out.size(dim);
   for (int64_t v : ids) impl::check_index_in_range(op, v, size, dim);
   count_kernel(KernelKind::Other);
-  const Strides& so = out.strides();
-  const Strides& ss = src.strides();
-  const Shape& is = index.shape();
-  // How many values landed on each element (by its slot): for mean, and for a reduction that
-  // starts from the first value landing rather than the element's own.
-  const bool counted = reduce == ScatterReduce::Mean || !include_self;
-  std::vector<int64_t> count;
-  if (counted) {
-    int64_t last = 0;
-    for (int64_t d = 0; d < out.dim(); ++d) last += (out.size(d) - 1) * so[d];
-    count.assign(static_cast<size_t>(last) + 1, 0);
-  }
+  // 32-bit counts (half the memory) unless one element could take more values
+  const bool narrow = ids.size() <= std::numeric_limits<uint32_t>::max();
   visit_dtype(out.dtype(), [&](auto tag) {
     using T = decltype(tag);
-    T* op_ = out.data<T>();
-    const T* sp = src.data<T>();
-    auto run = [&](auto combine) {
-      if (!counted) {
-        walk(op_, so, dim, ids, is, sp, ss, [&](T& o, T s, int64_t) { combine(o, s); });
-        return;
-      }
-      walk(op_, so, dim, ids, is, sp, ss, [&](T& o, T s, int64_t slot) {
-        if (count[slot]++ == 0 && !include_self)
-          o = s;
-        else
-          combine(o, s);
-      });
-    };
-    switch (reduce) {
-      case ScatterReduce::None:
-        run([](T& o, T s) { o = s; });
-        break;
-      case ScatterReduce::Sum:
-      case ScatterReduce::Mean:
-        if constexpr (std::is_same_v<T, bool>)
-          run([](T& o, T s) { o = o || s; });
-        else
-          run([](T& o, T s) { o += s; });
-        break;
-      case ScatterReduce::Prod:
-        if constexpr (std::is_same_v<T, bool>)
-          run([](T& o, T s) { o = o && s; });
-        else
-          run([](T& o, T s) { o *= s; });
-        break;
-      case ScatterReduce::Amax:  // NaN wins, as torch's
-        run([](T& o, T s) {
-          if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(s) || s > o) o = s;
-          } else {
-            o = std::max(o, s);
-          }
-        });
-        break;
-      case ScatterReduce::Amin:
-        run([](T& o, T s) {
-          if constexpr (std::is_floating_point_v<T>) {
-            if (std::isnan(s) || s < o) o = s;
-          } else {
-            o = std::min(o, s);
-          }
-        });
-        break;
-    }
-    if constexpr (!std::is_same_v<T, bool>) {
-      if (reduce != ScatterReduce::Mean) return;
-      for (size_t slot = 0; slot < count.size(); ++slot) {
-        if (count[slot] == 0) continue;
-        const int64_t n = count[slot] + (include_self ? 1 : 0);
-        T& o = op_[slot];
-        if constexpr (std::is_floating_point_v<T>)
-          o = o / static_cast<T>(n);
-        else
-          o = floor_div(o, n);
-      }
-    }
+    if (narrow)
+      scatter_typed<T, uint32_t>(out, dim, ids, index.shape(), src, reduce, include_self);
+    else
+      scatter_typed<T, uint64_t>(out, dim, ids, index.shape(), src, reduce, include_self);
   });
 }
 

@@ -189,11 +189,23 @@ struct FillAttrs {
   Scalar value{};
 };
 
+// How scatter_reduce combines the values that land on one element (torch's names); scatter
+// overwrites (None), scatter_add sums.
+enum class ScatterReduce : uint8_t { None, Sum, Prod, Mean, Amax, Amin };
+
+// scatter, scatter_add, scatter_reduce and their in-place forms
+struct ScatterAttrs {
+  static constexpr const char* kName = "ScatterAttrs";
+  int64_t dim = 0;
+  ScatterReduce reduce = ScatterReduce::None;
+  bool include_self = true;  // scatter_reduce: the written tensor's own value takes part
+};
+
 using OpAttrs = std::variant<NoAttrs, RandomAttrs, GeluAttrs, ClampAttrs, CastAttrs, ReduceAttrs,
                              DimAttrs, DimsAttrs, SizesAttrs, TransposeAttrs, SelectAttrs,
                              SliceAttrs, FlattenAttrs, UnflattenAttrs, SplitAttrs, LinearAttrs,
                              LayerNormAttrs, BatchNormAttrs, ConvAttrs, PoolAttrs, FillAttrs,
-                             ActivationAttrs, ScanAttrs, SortAttrs, TopkAttrs>;
+                             ActivationAttrs, ScanAttrs, SortAttrs, TopkAttrs, ScatterAttrs>;
 
 // The name of the struct attrs holds ("ConvAttrs").
 inline const char* attrs_name(const OpAttrs& attrs) {

@@ -106,10 +106,14 @@
   X(contiguous, Copy) X(clone, Copy)                                                    \
   /* Join and split: cat/stack(tensors...) DimAttrs; split SplitAttrs */              \
   X(cat, Join) X(stack, Join) X(split, Join)                                            \
-  /* Index: index_select(x, index), gather(x, index) DimAttrs */                      \
-  X(index_select, Index) X(gather, Index)                                               \
-  /* InPlace: self is input 0 and is returned; fill_ FillAttrs */                     \
-  X(add_, InPlace) X(mul_, InPlace) X(copy_, InPlace) X(fill_, InPlace)
+  /* Index: index_select(x, index), gather(x, index) DimAttrs; scatter(x, index, src), \
+     scatter_add, scatter_reduce ScatterAttrs */                                       \
+  X(index_select, Index) X(gather, Index) X(scatter, Index) X(scatter_add, Index)       \
+  X(scatter_reduce, Index)                                                              \
+  /* InPlace: self is input 0 and is returned; fill_ FillAttrs; scatter_(self, index,   \
+     src), scatter_add_, scatter_reduce_ ScatterAttrs (their own rules) */             \
+  X(add_, InPlace) X(mul_, InPlace) X(copy_, InPlace) X(fill_, InPlace)                 \
+  X(scatter_, InPlace) X(scatter_add_, InPlace) X(scatter_reduce_, InPlace)
 // clang-format on
 
 #define TD_OP_FAMILIES(X)                                                                  \

@@ -418,6 +418,21 @@ inline std::vector<Tensor> split(const Tensor& x, std::initializer_list<int64_t>
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim = 0);
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index);
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index);
+// torch.scatter: x with src's elements written where index points along dim (for a 2-D x and
+// dim 0, out[index[i][j]][j] = src[i][j]). index is int64 with as many dims as x and src (a 0-d
+// one counts as 1-D of size 1, as in gather), no larger than src in any dim nor than x in any
+// but dim, and its values lie in [0, x.size(dim)); src has x's dtype; the value form writes
+// value cast to x's dtype. Where index repeats a position the last in index's row-major order
+// wins (torch leaves that unspecified), so the result is deterministic, batched or not.
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+Tensor scatter(const Tensor& x, int64_t dim, const Tensor& index, Scalar value);
+// As scatter, but adding src's elements to x's, in index's row-major order (reproducible).
+Tensor scatter_add(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src);
+// torch.scatter_reduce: reduce is "sum", "prod", "mean", "amax" or "amin"; with include_self
+// false an element that is written to starts from the first value landing on it instead of its
+// own. An integer mean rounds down, as torch's; NaN propagates through amax and amin.
+Tensor scatter_reduce(const Tensor& x, int64_t dim, const Tensor& index, const Tensor& src,
+                      const std::string& reduce, bool include_self = true);
 
 // ---- in place (return self) ----
 // The result type of the op must be castable to self's dtype (no float into an integer tensor),
@@ -444,6 +459,26 @@ TD_INPLACE(div_, Scalar)
 TD_INPLACE(copy_, const Tensor&)
 TD_INPLACE(fill_, Scalar)
 #undef TD_INPLACE
+// In-place scatter, scatter_add and scatter_reduce (their rules above): self is written, and as
+// in torch neither src nor index may share memory with it.
+#define TD_SCATTER_INPLACE(name, Src)                                                      \
+  const Tensor& name(const Tensor& self, int64_t dim, const Tensor& index, Src src);      \
+  inline Tensor& name(Tensor& self, int64_t dim, const Tensor& index, Src src) {          \
+    name(static_cast<const Tensor&>(self), dim, index, src);                               \
+    return self;                                                                           \
+  }
+TD_SCATTER_INPLACE(scatter_, const Tensor&)
+TD_SCATTER_INPLACE(scatter_, Scalar)
+TD_SCATTER_INPLACE(scatter_add_, const Tensor&)
+#undef TD_SCATTER_INPLACE
+const Tensor& scatter_reduce_(const Tensor& self, int64_t dim, const Tensor& index,
+                              const Tensor& src, const std::string& reduce,
+                              bool include_self = true);
+inline Tensor& scatter_reduce_(Tensor& self, int64_t dim, const Tensor& index, const Tensor& src,
+                               const std::string& reduce, bool include_self = true) {
+  scatter_reduce_(static_cast<const Tensor&>(self), dim, index, src, reduce, include_self);
+  return self;
+}
 
 // ---- comparisons of whole tensors (data-dependent: RuntimeError on batched tensors) ----
 bool allclose(const Tensor& a, const Tensor& b, double rtol = 1e-5, double atol = 1e-8);

@@ -465,6 +465,35 @@ inline std::vector<Case> make_cases() {
         return Tensors{vals({3, 4}, i), ints({3, 2}, i, 4)};
       },
       [](const Tensors& x) { return gather(x[0], 1, x[1]); }, Kind::Exact);
+  // scatters: x, index (repeated positions: the order of the writes shows), src
+  auto three = [](Shape xs, Shape is, int64_t mod, Shape ss) {
+    return [=](int64_t i) { return Tensors{vals(xs, i), ints(is, i, mod), vals(ss, i + 7)}; };
+  };
+  add_case(
+      OpId::scatter, "scatter", three({3, 4}, {2, 4}, 3, {2, 5}),
+      [](const Tensors& x) { return scatter(x[0], 0, x[1], x[2]); }, Kind::Exact);
+  add_case(
+      OpId::scatter, "scatter_neg_dim", three({3, 4}, {3, 2}, 4, {3, 3}),
+      [](const Tensors& x) { return scatter(x[0], -1, x[1], x[2]); }, Kind::Exact);
+  add_case(
+      OpId::scatter, "scatter_value",
+      [](int64_t i) {
+        return Tensors{vals({3, 4}, i), ints({2, 4}, i, 3)};
+      },
+      [](const Tensors& x) { return scatter(x[0], 0, x[1], 1.25); }, Kind::Exact);
+  add_case(
+      OpId::scatter_add, "scatter_add", three({3, 4}, {5, 4}, 3, {5, 4}),
+      [](const Tensors& x) { return scatter_add(x[0], 0, x[1], x[2]); }, Kind::Exact);
+  add_case(
+      OpId::scatter_add, "scatter_add_neg_dim", three({2, 3}, {2, 6}, 3, {2, 7}),
+      [](const Tensors& x) { return scatter_add(x[0], -1, x[1], x[2]); }, Kind::Exact);
+  add_case(
+      OpId::scatter_reduce, "scatter_reduce_mean", three({3, 4}, {5, 4}, 3, {5, 4}),
+      [](const Tensors& x) { return scatter_reduce(x[0], 0, x[1], x[2], "mean", false); },
+      Kind::Exact);
+  add_case(
+      OpId::scatter_reduce, "scatter_reduce_amax_neg_dim", three({2, 3}, {2, 6}, 3, {2, 6}),
+      [](const Tensors& x) { return scatter_reduce(x[0], -1, x[1], x[2], "amax"); }, Kind::Exact);
   // ---- in place (self = neg(x) keeps x's bdim position, so alignment is exercised) ----
   add_case(
       OpId::add_, "add_", two({2, 3}, {3}),
@@ -496,6 +525,41 @@ inline std::vector<Case> make_cases() {
         Tensor s = neg(x[0]);
         fill_(s, 2.5);
         return mul(s, x[0]);
+      },
+      Kind::InPlace);
+  add_case(
+      OpId::scatter_, "scatter_", three({3, 4}, {2, 4}, 3, {2, 5}),
+      [](const Tensors& x) {
+        Tensor s = neg(x[0]);
+        scatter_(s, 0, x[1], x[2]);
+        return s;
+      },
+      Kind::InPlace);
+  add_case(
+      OpId::scatter_, "scatter_value_",
+      [](int64_t i) {
+        return Tensors{vals({3, 4}, i), ints({3, 2}, i, 4)};
+      },
+      [](const Tensors& x) {
+        Tensor s = neg(x[0]);
+        scatter_(s, -1, x[1], -0.5);
+        return s;
+      },
+      Kind::InPlace);
+  add_case(
+      OpId::scatter_add_, "scatter_add_neg_dim_", three({2, 3}, {2, 6}, 3, {2, 7}),
+      [](const Tensors& x) {
+        Tensor s = neg(x[0]);
+        scatter_add_(s, -1, x[1], x[2]);
+        return s;
+      },
+      Kind::InPlace);
+  add_case(
+      OpId::scatter_reduce_, "scatter_reduce_prod_", three({3, 4}, {5, 4}, 3, {5, 4}),
+      [](const Tensors& x) {
+        Tensor s = neg(x[0]);
+        scatter_reduce_(s, 0, x[1], x[2], "prod", false);
+        return s;
       },
       Kind::InPlace);
   return c;

@@ -89,6 +89,17 @@ void check_index_in_range(const char* op, int64_t v, int64_t size, int64_t dim);
 // index_select of a 0-d input (per set, in the vmap rule) takes exactly one index: the result
 // is 0-d, with room for one value. IndexError naming the index's (per-set) shape otherwise.
 void check_scalar_index_select(const Shape& index);
+// scatter's checks on the (per-set, `kind`) shapes of x, index and src (null: src unchecked) and
+// on the dtypes (index int64, src of x's): dim in range, as many dims (0-d counting as 1-D),
+// index no larger than src, nor than x but at dim; an empty index skips the shape checks, as in
+// torch. Returns dim normalised. Shared with the vmap rules, which stack the sets.
+int64_t check_scatter(const char* op, int64_t dim, const Shape& x, DType xt, const Shape& index,
+                      DType it, const Shape* src, DType st, const char* kind);
+// The written tensor of an in-place op must have an own memory location per element (a
+// RuntimeError naming op otherwise), and an input must not share any of them: partly
+// (check_no_overlap, as add_) or, with `same_too` (scatter_, as torch), also as the same view.
+void check_writable(const char* op, const Tensor& self);
+void check_no_overlap(const char* op, const Tensor& self, const Tensor& input, bool same_too);
 
 // An in-place op's operand must broadcast to the written tensor's (per-set, `kind`) shape
 // without growing it: a ValueError naming op and both shapes. Shared with vmap's in-place rule,

@@ -1,4 +1,5 @@
 // Indexing by integer tensors: index_select picks slices along a dim, gather picks elements.
+// Their inverse, the scatters of the Index family, are in scatter.cpp.
 #include <algorithm>
 #include <cstring>
 

@@ -18,18 +18,6 @@ bool can_cast(DType from, DType to) {
   return true;
 }
 
-// The written tensor must be writable element by element: no dim of size > 1 with stride 0.
-// An empty one has no element to share (torch takes it, as a contiguous one).
-void check_writable(const char* op, const Tensor& self) {
-  if (self.numel() == 0) return;
-  for (int64_t d = 0; d < self.dim(); ++d)
-    if (self.shape()[d] > 1 && self.strides()[d] == 0)
-      throw_error<ExpandedWriteError>("[", op, "] cannot write into an expanded tensor of shape ",
-                                      self.shape(),
-                                " (several elements share one memory location); "
-                                "clone it first");
-}
-
 // torch's is_non_overlapping_and_dense: the elements fill numel consecutive slots, the dims in
 // some order.
 bool dense(const Shape& shape, const Strides& strides) {
@@ -45,30 +33,6 @@ bool dense(const Shape& shape, const Strides& strides) {
   return true;
 }
 
-// torch's assert_no_partial_overlap, on the physical layouts (as torch's vmap runs the op on
-// them): an input that shares memory with the written tensor must be the same view, or the
-// result would depend on the order of the writes. Where torch cannot tell (a view that is not
-// dense) it lets the op run; td then reads a copy of the input, so the result is still defined.
-void check_no_partial_overlap(const char* op, const Tensor& self, const Tensor& input) {
-  if (!self.shares_storage(input) || self.is_same(input)) return;
-  const Shape &ss = self.physical_shape(), &is = input.physical_shape();
-  const Strides &st = self.physical_strides(), &it = input.physical_strides();
-  if (shape_numel(ss) == 0 || shape_numel(is) == 0 || !dense(ss, st) || !dense(is, it)) return;
-  bool same_view = self.offset() == input.offset() && ss == is;
-  for (size_t d = 0; same_view && d < ss.size(); ++d) same_view = ss[d] == 1 || st[d] == it[d];
-  if (same_view) return;
-  auto bytes = [](const Tensor& t, int64_t n) {
-    return n * static_cast<int64_t>(dtype_size(t.dtype()));
-  };
-  const int64_t sb = bytes(self, self.offset()), se = sb + bytes(self, shape_numel(ss));
-  const int64_t ib = bytes(input, input.offset()), ie = ib + bytes(input, shape_numel(is));
-  if (sb < ie && ib < se)
-    throw_error<RuntimeError>(
-        "[", op, "] unsupported operation: some elements of the input tensor of shape ",
-        input.shape(), " and the written-to tensor of shape ", self.shape(),
-        " refer to a single memory location; clone() the input first");
-}
-
 // What an in-place binary op needs of self: other broadcasts to it, the op's result type casts
 // to its dtype, every element has its own memory, and other is self or does not overlap it.
 void check_inplace(const char* op, const Tensor& self, const Tensor& other, DType result) {
@@ -76,8 +40,8 @@ void check_inplace(const char* op, const Tensor& self, const Tensor& other, DTyp
   if (!can_cast(result, self.dtype()))
     throw_error<TypeError>("[", op, "] result type ", dtype_name(result),
                            " can't be cast to the desired output type ", dtype_name(self.dtype()));
-  check_writable(op, self);
-  check_no_partial_overlap(op, self, other);
+  impl::check_writable(op, self);
+  impl::check_no_overlap(op, self, other, false);
 }
 
 std::vector<Tensor> binary_inplace(const char* op, kernels::BinaryKind kind,
@@ -93,6 +57,46 @@ std::vector<Tensor> binary_inplace(const char* op, kernels::BinaryKind kind,
 }  // namespace
 
 namespace impl {
+
+// The written tensor must be writable element by element: no dim of size > 1 with stride 0.
+// An empty one has no element to share (torch takes it, as a contiguous one).
+void check_writable(const char* op, const Tensor& self) {
+  if (self.numel() == 0) return;
+  for (int64_t d = 0; d < self.dim(); ++d)
+    if (self.shape()[d] > 1 && self.strides()[d] == 0)
+      throw_error<ExpandedWriteError>("[", op, "] cannot write into an expanded tensor of shape ",
+                                      self.shape(),
+                                      " (several elements share one memory location); "
+                                      "clone it first");
+}
+
+// torch's assert_no_partial_overlap (with same_too: assert_no_overlap), on the physical layouts
+// (as torch's vmap runs the op on them): an input that shares memory with the written tensor must
+// be the same view (without same_too), or the result would depend on the order of the writes.
+// Where torch cannot tell (a view that is not dense) it lets the op run; td then reads a copy of
+// the input, so the result is still defined.
+void check_no_overlap(const char* op, const Tensor& self, const Tensor& input, bool same_too) {
+  if (!self.shares_storage(input)) return;
+  const bool same = self.is_same(input);
+  if (same && !same_too) return;
+  const Shape &ss = self.physical_shape(), &is = input.physical_shape();
+  const Strides &st = self.physical_strides(), &it = input.physical_strides();
+  if (shape_numel(ss) == 0 || shape_numel(is) == 0) return;
+  if (!same && (!dense(ss, st) || !dense(is, it))) return;
+  bool same_view = self.offset() == input.offset() && ss == is;
+  for (size_t d = 0; same_view && d < ss.size(); ++d) same_view = ss[d] == 1 || st[d] == it[d];
+  if (same_view && !same_too) return;
+  auto bytes = [](const Tensor& t, int64_t n) {
+    return n * static_cast<int64_t>(dtype_size(t.dtype()));
+  };
+  const int64_t sb = bytes(self, self.offset()), se = sb + bytes(self, shape_numel(ss));
+  const int64_t ib = bytes(input, input.offset()), ie = ib + bytes(input, shape_numel(is));
+  if (same || same_view || (sb < ie && ib < se))
+    throw_error<RuntimeError>(
+        "[", op, "] unsupported operation: some elements of the input tensor of shape ",
+        input.shape(), " and the written-to tensor of shape ", self.shape(),
+        " refer to a single memory location; clone() the input first");
+}
 
 void check_broadcasts_to(const char* op, const Shape& self, const Shape& other, const char* kind) {
   if (broadcast_shapes(op, self, other) != self)
@@ -114,7 +118,7 @@ std::vector<Tensor> copy__impl(std::span<const Tensor> in, const OpAttrs&) {
   Tensor src = in[1];
   check_broadcasts_to("copy_", self.shape(), src.shape(), shape_word());
   check_writable("copy_", self);
-  check_no_partial_overlap("copy_", self, src);
+  check_no_overlap("copy_", self, src, false);
   if (src.shares_storage(self) && !src.is_same(self)) src = src.clone();
   if (self.numel() > 0) kernels::copy_into(src, self);
   return {self};

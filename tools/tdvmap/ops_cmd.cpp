@@ -17,7 +17,7 @@ int run_ops(bool json) {
   nlohmann::ordered_json out = nlohmann::ordered_json::array();
   int native = 0;
   const int n = td::num_ops();
-  if (!json) std::printf("%-14s %-10s %s\n", "op", "family", "batching");
+  if (!json) std::printf("%-16s %-10s %s\n", "op", "family", "batching");
   for (int i = 0; i < n; ++i) {
     const td::OpId op = static_cast<td::OpId>(i);
     const td::OpInfo& info = td::op_info(op);
@@ -27,7 +27,7 @@ int run_ops(bool json) {
     if (json)
       out.push_back({{"op", info.name}, {"family", td::family_name(info.family)}, {"rule", rule}});
     else
-      std::printf("%-14s %-10s %s\n", info.name.c_str(), td::family_name(info.family), rule);
+      std::printf("%-16s %-10s %s\n", info.name.c_str(), td::family_name(info.family), rule);
   }
   if (json) {
     std::cout << out.dump(2) << std::endl;

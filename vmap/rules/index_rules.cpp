@@ -1,4 +1,4 @@
-// index_select and gather.
+// index_select, gather and the out-of-place scatters (the in-place ones: inplace_rules.cpp).
 #include <algorithm>
 
 #include "engine/ops.h"
@@ -74,9 +74,35 @@ std::vector<Batched> gather_rule(const RuleContext& ctx, std::span<const Batched
 
 }  // namespace
 
+// scatter, scatter_add, scatter_reduce(x, index, src) dim: B*, B*, B* -> B* (an unbatched side
+// expanded with stride 0); a per-set 0-d side counts as 1-D of size 1, as unbatched: B, BK, BK
+// -> B1, BK, BK -> B1 -> B. The sets' writes land in their own rows, in each set's index order,
+// so the result is the per-set loop's bit for bit.
+std::vector<Batched> scatter_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                  const OpAttrs& attrs) {
+  ScatterAttrs a = attrs_as<ScatterAttrs>(ctx.op, attrs);
+  const Shape xs = per_set_shape(in[0]), is = per_set_shape(in[1]), ss = per_set_shape(in[2]);
+  const int64_t d =
+      impl::check_scatter(op_name(ctx.op), a.dim, xs, in[0].value.dtype(), is, in[1].value.dtype(),
+                          &ss, in[2].value.dtype(), "per-set shape");
+  Tensor x = ensure_has_bdim(in[0], ctx.batch_size);
+  if (shape_numel(is) == 0) return one(x.clone(), 0);  // nothing written, shapes unchecked
+  Tensor idx = ensure_has_bdim(in[1], ctx.batch_size);
+  Tensor src = ensure_has_bdim(in[2], ctx.batch_size);
+  const bool flat = xs.empty() || is.empty() || ss.empty();
+  auto one_d = [](const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(1) : t; };
+  a.dim = flat ? 1 : d + 1;
+  const Tensor args[] = {flat ? one_d(x) : x, flat ? one_d(idx) : idx, flat ? one_d(src) : src};
+  Tensor y = call_op(ctx.op, args, a)[0];
+  return one(flat && xs.empty() ? y.select(1, 0) : y, 0);
+}
+
 void register_index_rules() {
   set_batch_rule(OpId::index_select, index_select_rule);
   set_batch_rule(OpId::gather, gather_rule);
+  set_batch_rule(OpId::scatter, scatter_rule);
+  set_batch_rule(OpId::scatter_add, scatter_rule);
+  set_batch_rule(OpId::scatter_reduce, scatter_rule);
 }
 
 }  // namespace td::rules

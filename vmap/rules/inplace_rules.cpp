@@ -18,19 +18,24 @@ Tensor align_to_self(const Batched& other, int64_t self_rank, int64_t self_bdim)
   return movedim(t, 0, self_bdim);
 }
 
+// An unbatched self cannot take per-set values.
+void check_self_batched(const char* name, std::span<const Batched> in) {
+  const Batched& self = in[0];
+  if (self.bdim) return;
+  Shape s = in.size() > 1 ? per_set_shape(in.back()) : Shape{};
+  throw_error<RuntimeError>(
+      "[", name, "] vmap: cannot write a batched value (per-set shape ", shape_str(s),
+      ") into an unbatched tensor in place (shape ", shape_str(self.value.shape()),
+      "); create the destination inside the vmapped function from a batched tensor (e.g. "
+      "zeros_like(x) or x.clone() for a batched x) or pass it batched");
+}
+
 // self B*, other (B)* -> self B* (same bdim), written in place
 std::vector<Batched> inplace_rule(const RuleContext& ctx, std::span<const Batched> in,
                                   const OpAttrs& attrs) {
   const char* name = op_name(ctx.op);
   const Batched& self = in[0];
-  if (!self.bdim) {
-    Shape s = in.size() > 1 ? per_set_shape(in[1]) : Shape{};
-    throw_error<RuntimeError>(
-        "[", name, "] vmap: cannot write a batched value (per-set shape ", shape_str(s),
-        ") into an unbatched tensor in place (shape ", shape_str(self.value.shape()),
-        "); create the destination inside the vmapped function from a batched tensor (e.g. "
-        "zeros_like(x) or x.clone() for a batched x) or pass it batched");
-  }
+  check_self_batched(name, in);
   std::vector<Tensor> args{self.value};
   const Shape ss = per_set_shape(self);
   for (size_t i = 1; i < in.size(); ++i) {
@@ -43,8 +48,44 @@ std::vector<Batched> inplace_rule(const RuleContext& ctx, std::span<const Batche
   return one(self.value, self.bdim);
 }
 
+// scatter_, scatter_add_, scatter_reduce_(self, index, src) dim: self B*, index (B)*, src (B)*
+// -> self B* (same bdim), written through a view with the batch dim first; the other sides as
+// scatter's rule (index_rules.cpp) lays them out.
+std::vector<Batched> scatter_inplace_rule(const RuleContext& ctx, std::span<const Batched> in,
+                                          const OpAttrs& attrs) {
+  const char* name = op_name(ctx.op);
+  check_self_batched(name, in);
+  const Batched& self = in[0];
+  ScatterAttrs a = attrs_as<ScatterAttrs>(ctx.op, attrs);
+  // checked per set first: the stacked shapes would name the batch dim
+  const Shape xs = per_set_shape(self), is = per_set_shape(in[1]), ss = per_set_shape(in[2]);
+  const int64_t d =
+      impl::check_scatter(name, a.dim, xs, self.value.dtype(), is, in[1].value.dtype(), &ss,
+                          in[2].value.dtype(), "per-set shape");
+  if (shape_numel(is) == 0) return one(self.value, self.bdim);
+  // per set too: the stacked call would name the batch dim's neighbour (in-place ops are not
+  // replayed set by set); an index still batched at a lower level cannot be read here, and the
+  // op checks it there
+  const int64_t size = xs.empty() ? 1 : xs[d];
+  if (!in[1].value.is_batched())
+    for (int64_t v : in[1].value.to_vector<int64_t>()) impl::check_index_in_range(name, v, size, d);
+  Tensor x = movedim(self.value, *self.bdim, 0);
+  Tensor idx = ensure_has_bdim(in[1], ctx.batch_size);
+  Tensor src = ensure_has_bdim(in[2], ctx.batch_size);
+  const bool flat = xs.empty() || is.empty() || ss.empty();
+  auto one_d = [](const Tensor& t) { return t.dim() == 1 ? t.unsqueeze(1) : t; };
+  a.dim = flat ? 1 : d + 1;
+  const Tensor args[] = {flat ? one_d(x) : x, flat ? one_d(idx) : idx, flat ? one_d(src) : src};
+  call_op(ctx.op, args, a);
+  return one(self.value, self.bdim);
+}
+
 }  // namespace
 
-void register_inplace_rules() { set_family_rule(OpFamily::InPlace, inplace_rule); }
+void register_inplace_rules() {
+  set_family_rule(OpFamily::InPlace, inplace_rule);
+  for (OpId op : {OpId::scatter_, OpId::scatter_add_, OpId::scatter_reduce_})
+    set_batch_rule(op, scatter_inplace_rule);
+}
 
 }  // namespace td::rules

@@ -125,6 +125,59 @@ TEST_CASE("conv2d against a direct convolution loop") {
   }
 }
 
+TEST_CASE("conv2d's register-blocked path gathers every geometry's receptive fields") {
+  // Float32 output planes of 64 or more pixels with small filters: the kernel packs each panel
+  // of 16 or 32 output pixels from x itself (stride 1 along the rows; im2col's columns
+  // otherwise), so panels that span output rows, windows in the padding on either side,
+  // strides, dilations, depths past one panel's (128 rows) and strided inputs all meet its
+  // gather.
+  // Panels inside one output row whose windows all lie inside x are read from x in place.
+  struct Case {
+    int64_t n, c, h, w, o, kh, kw, s0, s1, p0, p1, d0, d1, g;
+    bool channels_last;
+  };
+  const Case cases[] = {
+      {2, 3, 12, 80, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // rows of 80: in place and not
+      {2, 3, 12, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 9: panels span rows
+      {1, 2, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},     // rows of 8: a panel is whole rows
+      {1, 2, 16, 33, 3, 3, 5, 2, 2, 1, 2, 1, 1, 1, false},   // stride 2, rows of 17
+      {1, 2, 10, 70, 3, 3, 3, 1, 2, 2, 3, 2, 3, 1, false},   // dilation, padding past the taps
+      {2, 20, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // depth 180: two k-blocks of panels
+      {1, 15, 1, 100, 4, 1, 9, 1, 1, 0, 4, 1, 1, 1, false},  // depth 135, a unit height
+      {2, 8, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4, false},   // groups
+      {1, 3, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},    // channels-last input (strided rows)
+      {1, 4, 9, 20, 4, 3, 3, 2, 1, 0, 1, 1, 1, 1, true},     // channels-last, stride 2 down
+      {1, 1, 1, 64, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, false},    // 1x1
+      {1, 1, 8, 8, 1, 8, 8, 1, 1, 4, 4, 1, 1, 1, false},     // windows mostly in the padding
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.c);
+    CAPTURE(k.w);
+    Tensor x = k.channels_last ? seq({k.n, k.h, k.w, k.c}, kFloat32, 0.31).permute({0, 3, 1, 2})
+                               : seq({k.n, k.c, k.h, k.w}, kFloat32, 0.31);
+    Tensor w = seq({k.o, k.c / k.g, k.kh, k.kw}, kFloat32, 0.57);
+    Tensor b = seq({k.o}, kFloat32, 1.1);
+    Tensor y = conv2d(x, w, b, {k.s0, k.s1}, {k.p0, k.p1}, {k.d0, k.d1}, k.g);
+    int64_t oh = 0, ow = 0;
+    auto ref = ref_conv(x.contiguous().to_vector<double>(), w.to_vector<double>(),
+                        b.to_vector<double>(), k.n, k.c, k.h, k.w, k.o, k.kh, k.kw, k.s0, k.s1,
+                        k.p0, k.p1, k.d0, k.d1, k.g, oh, ow);
+    REQUIRE(oh * ow >= 64);
+    REQUIRE(y.shape() == Shape{k.n, k.o, oh, ow});
+    check_close(y, ref, 1e-4);
+  }
+  // in place from a narrowed input: rows longer than the image
+  Tensor wide = seq({2, 3, 10, 100}, kFloat32, 0.31);
+  Tensor x = wide.narrow(3, 7, 80);
+  Tensor w = seq({4, 3, 3, 5}, kFloat32, 0.57);
+  Tensor y = conv2d(x, w, Tensor(), {1, 1}, {1, 2});
+  int64_t oh = 0, ow = 0;
+  auto ref = ref_conv(x.contiguous().to_vector<double>(), w.to_vector<double>(), {}, 2, 3, 10, 80,
+                      4, 3, 5, 1, 1, 1, 2, 1, 1, 1, oh, ow);
+  REQUIRE(y.shape() == Shape{2, 4, oh, ow});
+  check_close(y, ref, 1e-4);
+}
+
 TEST_CASE("conv2d with groups whose columns fill the cache runs them in blocks, same values") {
   // 5 groups of 2 channels, 3x3, on [2, 10, 60, 60]: each group's columns are 18 x 7200 floats
   // (518 KB), so the kernel makes them two groups at a time (blocks of 2, 2, 1)

@@ -1,9 +1,15 @@
 // conv2d's loops around its GEMM: im2col (an input's receptive fields as the columns of a
-// matrix) and conv_scatter (the GEMM's rows into the output's channels, plus bias).
+// matrix) and conv_scatter (the GEMM's rows into the output's channels, plus bias), or
+// conv_plane, whose GEMM packs the receptive fields from the input itself.
 #include <algorithm>
+#include <array>
 #include <cstdint>
+#include <optional>
+#include <tuple>
+#include <vector>
 
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/small_gemm.h"
 #include "engine/kernels/windows.h"
 
 #ifdef __AVX512F__
@@ -131,7 +137,133 @@ void conv_scatter_typed(const T* res, T* out, const ConvGeom& g, int64_t cout, i
   }
 }
 
+// dst[0, n) = src[0, n) for a run of a panel row: vectors, the last one overlapping the one
+// before (a call to memcpy per panel row cost more than the copy).
+inline void copy_short(const float* src, float* dst, int64_t n) {
+  using V = xsimd::batch<float>;
+  constexpr int64_t W = static_cast<int64_t>(V::size);
+  if (n < W) {
+    for (int64_t j = 0; j < n; ++j) dst[j] = src[j];
+    return;
+  }
+  for (int64_t j = 0; j + W < n; j += W) V::load_unaligned(src + j).store_unaligned(dst + j);
+  V::load_unaligned(src + n - W).store_unaligned(dst + n - W);
+}
+
+// The receptive fields of an image's group of input channels, a panel of output pixels at a
+// time: row p = (c * kh + ky) * kw + kx of a panel holds x[c, iy, ix] for its pixels (oy, ox),
+// iy = oy * s0 - p0 + ky * d0, ix = ox * s1 - p1 + kx * d1, zero in the padding: the values
+// im2col would write, so the product's bits are the same. A panel of one output row whose
+// windows all lie inside x (stride 1 along the row) is not copied: the GEMM reads its rows from x.
+class PatchPanels final : public PanelSource {
+ public:
+  PatchPanels(const Tensor& x, const ConvGeom& g) : g_(g), x_(x.data<float>()) {
+    const Strides& st = x.strides();
+    ns_ = st[0], cs_ = st[1], rs_ = st[2], xs_ = st[3] * g.stride[1];
+    const int64_t ckk = g.cin / g.groups * g.kh * g.kw;
+    taps_.resize(ckk);
+    offs_.resize(ckk);
+    int64_t p = 0;
+    for (int64_t c = 0; c < g.cin / g.groups; ++c)
+      for (int64_t ky = 0; ky < g.kh; ++ky)
+        for (int64_t kx = 0; kx < g.kw; ++kx, ++p) {
+          Tap& t = taps_[p];
+          t.dy = ky * g.dil[0] - g.pad[0];
+          std::tie(t.lo, t.hi) = valid_range(g.ow, g.stride[1], g.pad[1], kx * g.dil[1], g.w);
+          offs_[p] = c * cs_ + t.dy * rs_ + (kx * g.dil[1] - g.pad[1]) * st[3];
+          dy_lo_ = std::min(dy_lo_, t.dy), dy_hi_ = std::max(dy_hi_, t.dy);
+          lo_ = std::max(lo_, t.lo), hi_ = std::min(hi_, t.hi);
+        }
+    // a window gathers in place only if it reads contiguous rows
+    if (xs_ != 1) hi_ = lo_;
+  }
+
+  void select(int64_t grp, int64_t img) { plane_ = ns_ * img + cs_ * (g_.cin / g_.groups) * grp; }
+
+  PanelRows pack(int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* panel) const override {
+    // the panel's pixels as runs along output rows
+    struct Run {
+      int64_t j, oy, ox, len;
+    };
+    std::array<Run, kPanelCols> runs;
+    int64_t nruns = 0;
+    for (int64_t j = 0; j < nc;) {
+      const int64_t oy = (n0 + j) / g_.ow, ox = (n0 + j) % g_.ow;
+      const int64_t len = std::min(nc - j, g_.ow - ox);
+      runs[nruns++] = {j, oy, ox, len};
+      j += len;
+    }
+    const Run& r0 = runs[0];
+    const int64_t y0 = r0.oy * g_.stride[0];
+    if (nc == kPanelCols && nruns == 1 && y0 + dy_lo_ >= 0 && y0 + dy_hi_ < g_.h && r0.ox >= lo_ &&
+        r0.ox + nc <= hi_)
+      return {x_ + plane_ + y0 * rs_ + r0.ox, offs_.data() + k0};
+    using V = xsimd::batch<float>;
+    constexpr int64_t W = static_cast<int64_t>(V::size);
+    for (int64_t p = 0; p < kc; ++p) {
+      const Tap& t = taps_[k0 + p];
+      float* dst = panel + p * kPanelCols;
+      // zeros first, the taps inside x over them: no fill call of a varying length per row
+      V(0.0f).store_aligned(dst);
+      V(0.0f).store_aligned(dst + W);
+      for (int64_t r = 0; r < nruns; ++r) {
+        const Run& u = runs[r];
+        const int64_t iy = u.oy * g_.stride[0] + t.dy;
+        const int64_t a = std::max(u.ox, t.lo) - u.ox, b = std::min(u.ox + u.len, t.hi) - u.ox;
+        if (iy < 0 || iy >= g_.h || a >= b) continue;
+        // offs_ holds dy's rows; the run's pixel a is u.ox + a steps along the row
+        const float* src =
+            x_ + (plane_ + offs_[k0 + p] + u.oy * g_.stride[0] * rs_ + (u.ox + a) * xs_);
+        float* d = dst + u.j + a;
+        if (xs_ == 1)
+          copy_short(src, d, b - a);
+        else
+          for (int64_t i = 0; i < b - a; ++i) d[i] = src[i * xs_];
+      }
+    }
+    return {panel, nullptr};
+  }
+
+ private:
+  struct Tap {
+    int64_t dy;      // iy = oy * s0 + dy
+    int64_t lo, hi;  // the output columns whose ix lies inside x
+  };
+  const ConvGeom& g_;
+  const float* x_;
+  int64_t ns_, cs_, rs_, xs_;  // x's strides, and a window's step along a row
+  int64_t plane_ = 0;          // the first channel of the image's group
+  std::vector<Tap> taps_;
+  std::vector<int64_t>
+      offs_;  // tap p's element at (oy, ox) is plane_ + offs_[p] + oy*s0*rs + ox*xs
+  // every tap's rows and columns: a panel inside these needs no bounds
+  int64_t dy_lo_ = INT64_MAX, dy_hi_ = INT64_MIN, lo_ = 0, hi_ = INT64_MAX;
+};
+
 }  // namespace
+
+void conv_planes(const Tensor& x, const Tensor& cols, const ConvGeom& g, int64_t grp0, int64_t grp1,
+                 const float* w, const float* bias, const Tensor& out, int64_t t0, int64_t t1) {
+  const int64_t ckk = g.cin / g.groups * g.kh * g.kw, hw = g.oh * g.ow, l = g.n * hw;
+  const int64_t og = g.cout / g.groups, cout = out.size(1), gb = grp1 - grp0;
+  std::optional<PatchPanels> patches;
+  if (!cols.defined()) patches.emplace(x, g);
+  float* po = out.data<float>();
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t img = t % g.n, grp = grp0 + t / g.n % gb, bank = t / (g.n * gb);
+    const int64_t ch = bank * g.cout + grp * og;
+    const float* wt = w + ch * ckk;
+    const float* bt = bias ? bias + ch : nullptr;
+    float* ot = po + (img * cout + ch) * hw;
+    if (patches) {
+      patches->select(grp, img);
+      small_gemm_panels(wt, ckk, *patches, bt, ot, hw, og, hw, ckk);
+    } else {
+      small_gemm_nn(wt, ckk, cols.data<float>() + (grp - grp0) * ckk * l + img * hw, l, bt, ot, hw,
+                    og, hw, ckk);
+    }
+  }
+}
 
 void im2col(const Tensor& x, const ConvGeom& g, int64_t grp0, int64_t grp1, const Tensor& cols) {
   if (x.dtype() == DType::Float32)

@@ -15,18 +15,20 @@
 
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/simd.h"
+#include "engine/kernels/small_gemm.h"
 
 namespace td::kernels::TD_ISA {
 namespace {
 
 using V = xsimd::batch<float>;
 constexpr int64_t W = static_cast<int64_t>(V::size);
-constexpr int64_t NR = 2 * W;     // panel width: two vectors
-constexpr int64_t MR = 6;         // tile rows: 12 accumulators, 2 panel vectors, 1 broadcast
-constexpr int64_t KC = 2048 / W;  // panel depth: KC x NR floats = 16 KiB, half of L1
+constexpr int64_t NR = kPanelCols;  // panel width: two vectors
+constexpr int64_t MR = 6;           // tile rows: 12 accumulators, 2 panel vectors, 1 broadcast
+constexpr int64_t KC = 2048 / W;    // panel depth: KC x NR floats = 16 KiB, half of L1
 
 // The operands of one product c = a @ b^T: a [rows, k] is read a scalar at a time (any
-// strides), b [cols, k] is packed NR columns at a time; c(i, j) is at c + i * crs + j * ccs.
+// strides), b [cols, k] is packed NR columns at a time (or src packs them, b null); c(i, j) is
+// at c + i * crs + j * ccs.
 // The bias is per column (col_bias) or per row (row_bias), with stride bs.
 struct Product {
   const float* a;
@@ -42,6 +44,7 @@ struct Product {
   bool relu;
   const float* next_b;     // b and bias of the product that comes next (same shapes), or null:
   const float* next_bias;  // their first lines are fetched while this one's last panel runs
+  const PanelSource* src = nullptr;
 };
 
 // max(v, 0) with a NaN v kept, as relu: maxps returns its second operand when either is NaN
@@ -49,9 +52,16 @@ inline V relu_keep_nan(V v) { return xsimd::max(V(0.0f), v); }
 
 // One R x nc tile (R <= MR + 2, nc <= NR) over kc steps of the packed panel. first: start from the
 // bias (a packed column row and/or a scalar per row); otherwise continue from what c holds.
-template <int R>
-void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t kc,
-          const float* col_init, const float* row_init, bool first, bool relu, float* c,
+// Row p of a panel: packed (aligned, NR floats apart) or, gathered (G), at panel + offs[p].
+template <bool G>
+inline V panel_load(const float* panel, const int64_t* offs, int64_t p, int64_t j) {
+  if constexpr (G) return V::load_unaligned(panel + offs[p] + j);
+  return V::load_aligned(panel + p * NR + j);
+}
+
+template <int R, bool G>
+void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const int64_t* offs,
+          int64_t kc, const float* col_init, const float* row_init, bool first, bool relu, float* c,
           int64_t crs, int64_t ccs, int64_t nc) {
   // Every loop over the R rows is unrolled, so the accumulators stay in registers from the
   // start to the store (a loop with branches inside kept them on the stack: a tenth of a tile
@@ -90,10 +100,10 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) odd[r][0] = odd[r][1] = V(0.0f);
     for (; p + 2 <= kc; p += 2) {
-      const V b0 = V::load_aligned(panel + p * NR);
-      const V b1 = V::load_aligned(panel + p * NR + W);
-      const V c0 = V::load_aligned(panel + (p + 1) * NR);
-      const V c1 = V::load_aligned(panel + (p + 1) * NR + W);
+      const V b0 = panel_load<G>(panel, offs, p, 0);
+      const V b1 = panel_load<G>(panel, offs, p, W);
+      const V c0 = panel_load<G>(panel, offs, p + 1, 0);
+      const V c1 = panel_load<G>(panel, offs, p + 1, W);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const V av(a[r * ars + p * acs]);
@@ -111,8 +121,8 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
     }
   }
   for (; p < kc; ++p) {
-    const V b0 = V::load_aligned(panel + p * NR);
-    const V b1 = V::load_aligned(panel + p * NR + W);
+    const V b0 = panel_load<G>(panel, offs, p, 0);
+    const V b1 = panel_load<G>(panel, offs, p, W);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const V av(a[r * ars + p * acs]);
@@ -144,13 +154,14 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
     for (int64_t j = 0; j < nc; ++j) c[r * crs + j * ccs] = tmp[r][j];
 }
 
-using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, const float*,
-                        const float*, bool, bool, float*, int64_t, int64_t, int64_t);
+using TileFn = void (*)(const float*, int64_t, int64_t, const float*, const int64_t*, int64_t,
+                        const float*, const float*, bool, bool, float*, int64_t, int64_t, int64_t);
 // Tiles of up to MR + kJoin rows (see run()); kMaxRows bounds every per-tile row buffer.
 constexpr int64_t kJoin = W == 16 ? 2 : 0;
 constexpr int64_t kMaxRows = MR + 2;
-constexpr TileFn kTiles[kMaxRows + 1] = {nullptr, tile<1>, tile<2>, tile<3>, tile<4>,
-                                         tile<5>, tile<6>, tile<7>, tile<8>};
+template <bool G>
+constexpr TileFn kTiles[kMaxRows + 1] = {nullptr,    tile<1, G>, tile<2, G>, tile<3, G>, tile<4, G>,
+                                         tile<5, G>, tile<6, G>, tile<7, G>, tile<8, G>};
 // The rows of the tile that starts where `left` rows remain, and how many tiles cover `rows`.
 constexpr int64_t tile_rows(int64_t left) { return left <= MR + kJoin ? left : MR; }
 constexpr int64_t row_tiles(int64_t rows) {
@@ -259,7 +270,11 @@ void run(const Product& q) {
       col_init[j] = q.col_bias && j < nc ? q.col_bias[(n0 + j) * q.bs] : 0.0f;
     for (int64_t k0 = 0; k0 < q.k; k0 += KC) {
       const int64_t kc = std::min(KC, q.k - k0);
-      pack_panel(q.b + n0 * q.brs + k0 * q.bcs, q.brs, q.bcs, nc, kc, panel);
+      PanelRows view{panel, nullptr};
+      if (q.src)
+        view = q.src->pack(n0, nc, k0, kc, panel);
+      else
+        pack_panel(q.b + n0 * q.brs + k0 * q.bcs, q.brs, q.bcs, nc, kc, panel);
       PanelPrefetch next(q, n0, k0);
       const bool first = k0 == 0, last = k0 + kc >= q.k;
       if (q.next_bias && q.bs == 1 && last && n0 + NR >= q.cols)  // a bias per column or row
@@ -272,9 +287,10 @@ void run(const Product& q) {
         next.step();
         if (q.row_bias)
           for (int64_t r = 0; r < rows; ++r) row_init[r] = q.row_bias[(m0 + r) * q.bs];
-        kTiles[rows](q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, panel, kc,
-                     q.col_bias ? col_init : nullptr, q.row_bias ? row_init : nullptr, first,
-                     q.relu && last, q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
+        (view.offs ? kTiles<true> : kTiles<false>)[rows](
+            q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, view.base, view.offs, kc,
+            q.col_bias ? col_init : nullptr, q.row_bias ? row_init : nullptr, first, q.relu && last,
+            q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
       }
     }
   }
@@ -462,13 +478,24 @@ void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int
     run({x, xrs, xcs, w, wrs, wcs, bias, nullptr, bs, y, yrs, 1, m, n, k, relu, next.w, next.bias});
 }
 
+namespace {
+// k == 0: a product of nothing is the bias
+void fill_bias(const float* bias, float* c, int64_t crs, int64_t m, int64_t n) {
+  for (int64_t i = 0; i < m; ++i) std::fill(c + i * crs, c + i * crs + n, bias ? bias[i] : 0.0f);
+}
+}  // namespace
+
+// Both as the product c^T = b^T @ a^T: b^T's columns are b's rows, a's rows the tiles' rows.
+void small_gemm_panels(const float* a, int64_t ars, const PanelSource& src, const float* bias,
+                       float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
+  if (k == 0) return fill_bias(bias, c, crs, m, n);
+  run({a, ars, 1, nullptr, 0, 0, nullptr, bias, 1, c, crs, 1, m, n, k, false, nullptr, nullptr,
+       &src});
+}
+
 void small_gemm_nn(const float* a, int64_t ars, const float* b, int64_t brs, const float* bias,
                    float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * crs, c + i * crs + n, bias ? bias[i] : 0.0f);
-    return;
-  }
-  // as the product c^T = b^T @ a^T: b^T's columns are b's rows, a's rows the tiles' rows
+  if (k == 0) return fill_bias(bias, c, crs, m, n);
   run({a, ars, 1, b, 1, brs, nullptr, bias, 1, c, crs, 1, m, n, k, false, nullptr, nullptr});
 }
 

@@ -1,6 +1,7 @@
-// conv2d: argument and shape checks, then im2col and a GEMM per bank of filters: small float
-// filters by the register-blocked kernel straight into each output plane, the rest a batched
-// GEMM and a scatter into the output (the kernels of conv.cpp, small_gemm.cpp and gemm.cpp).
+// conv2d: argument and shape checks, then a GEMM per bank of filters: small float filters by
+// the register-blocked kernel, gathering the receptive fields itself, straight into each output
+// plane; the rest im2col, a batched GEMM and a scatter into the output (the kernels of conv.cpp,
+// small_gemm.cpp and gemm.cpp).
 #include <algorithm>
 
 #include "engine/kernels/kernels.h"
@@ -96,38 +97,42 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / group_bytes, 1, g.groups);
   // Small float filters times output planes of a few panels each: our register-blocked kernel
   // writes each image's plane of a group's channels in place, bias included (no scatter pass).
-  // A choice by shape alone, so a set gets the same bits batched, chunked or looped.
+  // Its panels come from x itself, unless several banks of filters share the input (im2col's
+  // columns serve them all) or the windows step along the rows (a gather per element). A
+  // choice by shape alone, so a set gets the same bits batched, chunked or looped.
   const int64_t hw = g.oh * g.ow;
-  const bool direct = x.dtype() == DType::Float32 && hw >= 64 &&
-                      kernels::small_gemm_pays(og, hw, ckk);
-  Tensor wc = direct ? w.contiguous() : w;
-  std::vector<float> fbias(bias.begin(), bias.end());
+  if (x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk)) {
+    Tensor wc = w.contiguous();
+    const std::vector<float> fbias(bias.begin(), bias.end());
+    const bool gather = sets == 1 && g.stride[1] == 1;
+    for (int64_t g0 = 0; g0 < g.groups; g0 += gather ? g.groups : block) {
+      const int64_t g1 = gather ? g.groups : std::min(g0 + block, g.groups);
+      Tensor cols;
+      if (!gather) {
+        cols = Tensor::empty({g1 - g0, ckk, l}, x.dtype());
+        kernels::im2col(x4, g, g0, g1, cols);
+      }
+      // t = (bank * (g1 - g0) + group - g0) * N + image
+      auto planes = [&](int64_t t0, int64_t t1) {
+        kernels::conv_planes(x4, cols, g, g0, g1, wc.data<float>(),
+                             b.defined() ? fbias.data() : nullptr, out, t0, t1);
+      };
+      const int64_t tasks = sets * (g1 - g0) * g.n;
+      if (num_threads() > 1 && tasks > 1 &&
+          2.0 * static_cast<double>(sets * (g1 - g0) * og) * l * ckk > 4e6)
+        parallel_for(tasks, planes);
+      else
+        planes(0, tasks);
+    }
+    return {x.dim() == 3 ? out.squeeze(0) : out};
+  }
   for (int64_t g0 = 0; g0 < g.groups; g0 += block) {
     const int64_t gb = std::min(block, g.groups - g0);
     Tensor cols = Tensor::empty({gb, ckk, l}, x.dtype());
     kernels::im2col(x4, g, g0, g0 + gb, cols);
     for (int64_t s = 0; s < sets; ++s) {
-      const int64_t ch0 = s * g.cout + g0 * og;  // the block's first output channel
-      if (direct) {
-        const float* pw = wc.data<float>();
-        const float* pc = cols.data<float>();
-        float* po = out.data<float>();
-        auto planes = [&](int64_t t0, int64_t t1) {
-          for (int64_t t = t0; t < t1; ++t) {
-            const int64_t grp = t / g.n, img = t % g.n, ch = ch0 + grp * og;
-            kernels::small_gemm_nn(pw + ch * ckk, ckk, pc + grp * ckk * l + img * hw, l,
-                                   b.defined() ? fbias.data() + ch : nullptr,
-                                   po + (img * cout + ch) * hw, hw, og, hw, ckk);
-          }
-        };
-        const int64_t tasks = gb * g.n;
-        if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(gb) * og * l * ckk > 4e6)
-          parallel_for(tasks, planes);
-        else
-          planes(0, tasks);
-        continue;
-      }
       // [gb, Og, Cg*kh*kw] @ [gb, Cg*kh*kw, N*OH*OW]: the block's groups in one batched GEMM
+      const int64_t ch0 = s * g.cout + g0 * og;  // the block's first output channel
       Tensor bank = w.narrow(0, ch0, gb * og).reshape({gb, og, ckk});
       Tensor res = kernels::bmm(bank, cols);
       kernels::conv_scatter(res, out, g, ch0, gb * og, bias.data());
@@ -189,8 +194,7 @@ namespace td {
 Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntOrList& stride,
               const ConvPadding& padding, const IntOrList& dilation, int64_t groups) {
   auto one = [](const char* what, const IntList& v) {
-    if (v.size() != 1)
-      throw_error<ValueError>("[conv1d] ", what, " must have 1 value, got ", v);
+    if (v.size() != 1) throw_error<ValueError>("[conv1d] ", what, " must have 1 value, got ", v);
     return v[0];
   };
   const int64_t s = one("stride", stride.values), d = one("dilation", dilation.values);
@@ -199,12 +203,12 @@ Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
     throw_error<ValueError>("[conv1d] expects a 2-D or 3-D input, got ", shape_word(), " ",
                             x.shape());
   if (!weight.defined() || weight.dim() != 3)
-    throw_error<ValueError>("[conv1d] weight must be 3-D [out, in/groups, k], got ",
-                            shape_word(), " ", weight.defined() ? weight.shape() : Shape{});
+    throw_error<ValueError>("[conv1d] weight must be 3-D [out, in/groups, k], got ", shape_word(),
+                            " ", weight.defined() ? weight.shape() : Shape{});
   if (groups >= 1 && weight.size(1) * groups != x.size(x.dim() - 2))
     throw_error<ValueError>("[conv1d] input of ", shape_word(), " ", x.shape(), " and weight of ",
-                            shape_word(), " ", weight.shape(), " do not match with groups=",
-                            groups, " (expected weight [out, in/groups, k])");
+                            shape_word(), " ", weight.shape(), " do not match with groups=", groups,
+                            " (expected weight [out, in/groups, k])");
   Tensor xp = x;
   int64_t pad_lr = p;
   if (padding.mode == "same" && weight.size(2) > 0 && d > 0) {

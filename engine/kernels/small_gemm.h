@@ -1,0 +1,41 @@
+#pragma once
+// small_gemm.cpp's register-blocked product with b's panels packed by the caller (a
+// convolution's receptive fields, gathered straight from its input). For the kernel files only
+// (TD_ISA names the level they are compiled for).
+#include <cstdint>
+#include <xsimd/xsimd.hpp>
+
+namespace td::kernels::TD_ISA {
+
+// The width of a panel: output columns per tile, two vectors.
+inline constexpr int64_t kPanelCols = 2 * static_cast<int64_t>(xsimd::batch<float>::size);
+
+// Where a panel's rows are: packed in `base` (offs null), or row p at base + offs[p] (any
+// alignment, kPanelCols floats that can be read).
+struct PanelRows {
+  const float* base;
+  const int64_t* offs;
+};
+
+// The b of c = a @ b, a panel at a time.
+class PanelSource {
+ public:
+  // The panel of b(k0 + p, n0 + j) for p < kc, j < nc: packed into `panel` (aligned to 64
+  // bytes: row p at panel + p * kPanelCols, zero for nc <= j < kPanelCols), or found in place.
+  virtual PanelRows pack(int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* panel) const = 0;
+
+ protected:
+  ~PanelSource() = default;
+};
+
+// c = a @ b (+ bias, a value per row of c, or null) for a [m, k] and c [m, n] with unit column
+// stride and the given row strides, b [k, n] from src.
+void small_gemm_panels(const float* a, int64_t ars, const PanelSource& src, const float* bias,
+                       float* c, int64_t crs, int64_t m, int64_t n, int64_t k);
+
+// c = a @ b (+ bias, a value per row of c, or null) for a [m, k], b [k, n] and c [m, n], each
+// with unit column stride and the given row stride.
+void small_gemm_nn(const float* a, int64_t ars, const float* b, int64_t brs, const float* bias,
+                   float* c, int64_t crs, int64_t m, int64_t n, int64_t k);
+
+}  // namespace td::kernels::TD_ISA

@@ -8,7 +8,12 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
+
+#ifdef __AVX__
+#include <immintrin.h>
+#endif
 
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/windows.h"
@@ -25,13 +30,49 @@
 namespace td::kernels::TD_ISA {
 namespace {
 
-// max(m, v) with a NaN winning, as torch's max pool: a max instruction's pattern and a select,
-// so that loops of it do not branch on the data (random data mispredicted every other element).
-// Scalars and vectors alike.
+// kLanes outputs of a row at once, in GCC's generic vectors, which each level lowers to its own
+// registers (a vector of 8 doubles is two AVX2 registers).
+constexpr int kLanes = 8;
+template <class T>
+struct Vec;
+template <>
+struct Vec<float> {
+  using V = float __attribute__((vector_size(32)));
+  using Mask = int32_t __attribute__((vector_size(32)));
+};
+template <>
+struct Vec<double> {
+  using V = double __attribute__((vector_size(64)));
+  using Mask = int64_t __attribute__((vector_size(64)));
+};
+using Doubles = Vec<double>::V;
+using Int64s = Vec<double>::Mask;
+
+// v > m ? v : m, which maxps(v, m) is; GCC made two compares and a blend of it and the select
+// below, a longer chain from m to the result.
+template <class T>
+T max_of(const T& v, const T& m) {
+  return v > m ? v : m;
+}
+#ifdef __AVX__
+inline Vec<float>::V max_of(const Vec<float>::V& v, const Vec<float>::V& m) {
+  return reinterpret_cast<Vec<float>::V>(
+      _mm256_max_ps(reinterpret_cast<__m256>(v), reinterpret_cast<__m256>(m)));
+}
+#endif
+#ifdef __AVX512F__
+inline Vec<double>::V max_of(const Vec<double>::V& v, const Vec<double>::V& m) {
+  return reinterpret_cast<Vec<double>::V>(
+      _mm512_max_pd(reinterpret_cast<__m512d>(v), reinterpret_cast<__m512d>(m)));
+}
+#endif
+
+// max(m, v) with a NaN winning, as torch's max pool: a max instruction and a select, so that
+// loops of it do not branch on the data (random data mispredicted every other element). Scalars
+// and vectors alike.
 template <class T>
 T nan_max(const T& m, const T& v) {
-  const T bigger = v > m ? v : m;
-  return v != v ? v : bigger;
+  return v != v ? v : max_of(v, m);
 }
 
 // The usual case, windows that tile the input (kernel = stride = K, no padding or dilation, rows
@@ -58,23 +99,6 @@ void pool_tiles(const T* plane, int64_t row_stride, T* out, int64_t oh, int64_t 
   }
 }
 
-// kLanes outputs of a row at once, in GCC's generic vectors, which each level lowers to its own
-// registers (a vector of 8 doubles is two AVX2 registers).
-constexpr int kLanes = 8;
-template <class T>
-struct Vec;
-template <>
-struct Vec<float> {
-  using V = float __attribute__((vector_size(32)));
-  using Mask = int32_t __attribute__((vector_size(32)));
-};
-template <>
-struct Vec<double> {
-  using V = double __attribute__((vector_size(64)));
-  using Mask = int64_t __attribute__((vector_size(64)));
-};
-using Doubles = Vec<double>::V;
-using Int64s = Vec<double>::Mask;
 
 // Lanes p[0], p[step], ..., p[(kLanes - 1) * step]; Step: the step when known at compile time
 // (1 or 2; 0: use `step`). Reads nothing past the last lane.
@@ -202,6 +226,15 @@ class Pooler {
     if (!direct_) rows_.resize(g_.h * width_);
     col_div_.assign(lanes, 1.0);
     first_tap_.assign(lanes, 0);
+    const int64_t row_stride = direct_ ? rs_ : width_;
+    const int64_t rows = std::min(g_.k[0], g_.h), kw = g_.k[1];
+    tap_off_.resize(rows * kw);
+    tap_at_.resize(rows * kw);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < kw; ++j) {
+        tap_off_[i * kw + j] = i * g_.dil[0] * row_stride + j * g_.dil[1];
+        tap_at_[i * kw + j] = i * g_.dil[0] * g_.w + j * g_.dil[1];
+      }
     for (int64_t ox = 0; ox < g_.ow; ++ox) {
       const int64_t x0 = ox * g_.stride[1] - g_.pad[1];
       const auto [j0, j1] = taps(x0, g_.dil[1], g_.k[1], g_.w);
@@ -243,11 +276,11 @@ class Pooler {
       const Row r{src + (i1 > i0 ? first_row * row_stride : 0), i1 - i0,
                   divisor_factor(0, y0, i1 - i0), first_row * g_.w};
       if (s == 1)
-        row<1>(r, row_stride, out, idx);
+        row<1>(r, out, idx);
       else if (s == 2)
-        row<2>(r, row_stride, out, idx);
+        row<2>(r, out, idx);
       else
-        row<0>(r, row_stride, out, idx);
+        row<0>(r, out, idx);
     }
   }
 
@@ -255,12 +288,12 @@ class Pooler {
   // vector starts at ow - kLanes (its overlap computed twice, to the same values); a row shorter
   // than kLanes goes through a scratch row.
   template <int Step>
-  void row(const Row& r, int64_t row_stride, T* out, int64_t* idx) const {
+  void row(const Row& r, T* out, int64_t* idx) const {
     const int64_t ow = g_.ow;
     if (ow < kLanes) {
       T o[kLanes];
       int64_t ix[kLanes];
-      group<Step, 1>(r, row_stride, 0, 0, o, idx ? ix : nullptr);
+      group<Step, 1>(r, 0, 0, o, idx ? ix : nullptr);
       std::copy(o, o + ow, out);
       if (idx) std::copy(ix, ix + ow, idx);
       return;
@@ -268,32 +301,32 @@ class Pooler {
     const int64_t nb = (ow + kLanes - 1) / kLanes, last = ow - kLanes;
     int64_t b = 0;
     for (; b + kGroup <= nb; b += kGroup)
-      group<Step, kGroup>(r, row_stride, b * kLanes, last, out, idx);
+      group<Step, kGroup>(r, b * kLanes, last, out, idx);
     if (nb - b == 3)
-      group<Step, 3>(r, row_stride, b * kLanes, last, out, idx);
+      group<Step, 3>(r, b * kLanes, last, out, idx);
     else if (nb - b == 2)
-      group<Step, 2>(r, row_stride, b * kLanes, last, out, idx);
+      group<Step, 2>(r, b * kLanes, last, out, idx);
     else if (nb - b == 1)
-      group<Step, 1>(r, row_stride, b * kLanes, last, out, idx);
+      group<Step, 1>(r, b * kLanes, last, out, idx);
   }
 
   // U vectors of outputs from o0, kLanes apart, none past `last`.
   template <int Step, int U>
-  void group(const Row& r, int64_t row_stride, int64_t o0, int64_t last, T* out,
-             int64_t* idx) const {
+  void group(const Row& r, int64_t o0, int64_t last, T* out, int64_t* idx) const {
     using V = typename Vec<T>::V;
-    const int64_t s = g_.stride[1], kw = g_.k[1];
-    const int64_t dy = g_.dil[0] * row_stride, dx = g_.dil[1];
+    const int64_t s = g_.stride[1], nt = r.nrows * g_.k[1];
+    const int64_t* off = tap_off_.data();
     int64_t o[U];
-    for (int u = 0; u < U; ++u) o[u] = std::min(o0 + u * kLanes, last);
+    const T* q[U];
+    for (int u = 0; u < U; ++u) {
+      o[u] = std::min(o0 + u * kLanes, last);
+      q[u] = r.src + o[u] * s;
+    }
     if (!is_max_) {
       Doubles sum[U] = {};
-      for (int64_t i = 0; i < r.nrows; ++i)
-        for (int64_t j = 0; j < kw; ++j) {
-          const T* p = r.src + i * dy + j * dx;
-          for (int u = 0; u < U; ++u)
-            sum[u] += __builtin_convertvector(load<Step>(p + o[u] * s, s), Doubles);
-        }
+      for (int64_t t = 0; t < nt; ++t)
+        for (int u = 0; u < U; ++u)
+          sum[u] += __builtin_convertvector(load<Step>(q[u] + off[t], s), Doubles);
       for (int u = 0; u < U; ++u) {
         Doubles div;
         std::memcpy(&div, col_div_.data() + o[u], sizeof div);
@@ -304,31 +337,31 @@ class Pooler {
     V m[U];
     for (int u = 0; u < U; ++u) m[u] = V{} - std::numeric_limits<T>::infinity();
     if (!idx) {
-      for (int64_t i = 0; i < r.nrows; ++i)
-        for (int64_t j = 0; j < kw; ++j) {
-          const T* p = r.src + i * dy + j * dx;
-          for (int u = 0; u < U; ++u) m[u] = nan_max(m[u], load<Step>(p + o[u] * s, s));
-        }
+      // nan_max(nan_max(m, a), b) == nan_max(m, nan_max(a, b)) (the last NaN, else the first
+      // maximum either way): pairs of taps halve the chain of dependent steps
+      int64_t t = 0;
+      for (; t + 1 < nt; t += 2)
+        for (int u = 0; u < U; ++u)
+          m[u] = nan_max(m[u], nan_max(load<Step>(q[u] + off[t], s),
+                                       load<Step>(q[u] + off[t + 1], s)));
+      if (t < nt)
+        for (int u = 0; u < U; ++u) m[u] = nan_max(m[u], load<Step>(q[u] + off[t], s));
       for (int u = 0; u < U; ++u) store(out + o[u], m[u]);
       return;
     }
-    // lane l's tap (i, j) is input (first row + i * d0, (o + l) * s - pad + j * d1)
+    // lane l's tap t is input (first row + i * d0, (o + l) * s - pad + j * d1), t = i * kw + j
     Int64s arg[U], col[U];
     for (int u = 0; u < U; ++u) {
       std::memcpy(&arg[u], first_tap_.data() + o[u], sizeof arg[u]);
       arg[u] += r.at0;
-      col[u] = Int64s{0, 1, 2, 3, 4, 5, 6, 7} * s + (o[u] * s - g_.pad[1]);
+      col[u] = Int64s{0, 1, 2, 3, 4, 5, 6, 7} * s + (r.at0 + o[u] * s - g_.pad[1]);
     }
-    for (int64_t i = 0; i < r.nrows; ++i)
-      for (int64_t j = 0; j < kw; ++j) {
-        const T* p = r.src + i * dy + j * dx;
-        const int64_t at = r.at0 + i * g_.dil[0] * g_.w + j * g_.dil[1];
-        for (int u = 0; u < U; ++u) {
-          const V v = load<Step>(p + o[u] * s, s);
-          const Int64s take = __builtin_convertvector((v > m[u]) | (v != v), Int64s);
-          m[u] = nan_max(m[u], v);
-          arg[u] = take ? col[u] + at : arg[u];
-        }
+    for (int64_t t = 0; t < nt; ++t)
+      for (int u = 0; u < U; ++u) {
+        const V v = load<Step>(q[u] + off[t], s);
+        const Int64s take = __builtin_convertvector((v > m[u]) | (v != v), Int64s);
+        m[u] = nan_max(m[u], v);
+        arg[u] = take ? col[u] + tap_at_[t] : arg[u];
       }
     for (int u = 0; u < U; ++u) {
       store(out + o[u], m[u]);
@@ -346,6 +379,9 @@ class Pooler {
   std::vector<T> rows_;             // a plane's padded rows
   std::vector<double> col_div_;     // per output column: avg's divisor factor
   std::vector<int64_t> first_tap_;  // per output column: the input column of its first tap
+  // per tap of the rows a window keeps (rows, then columns): its place in the padded rows and
+  // its index in the input plane, from the window's first
+  std::vector<int64_t> tap_off_, tap_at_;
 };
 
 template <class T>

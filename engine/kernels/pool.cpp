@@ -48,6 +48,16 @@ struct Vec<double> {
 using Doubles = Vec<double>::V;
 using Int64s = Vec<double>::Mask;
 
+// A vector of floats or doubles as doubles, in one instruction with AVX-512.
+inline Doubles widen(const Doubles& v) { return v; }
+inline Doubles widen(const Vec<float>::V& v) {
+#ifdef __AVX512F__
+  return reinterpret_cast<Doubles>(_mm512_cvtps_pd(reinterpret_cast<__m256>(v)));
+#else
+  return __builtin_convertvector(v, Doubles);
+#endif
+}
+
 // v > m ? v : m, which maxps(v, m) is; GCC made two compares and a blend of it and the select
 // below, a longer chain from m to the result.
 template <class T>
@@ -262,7 +272,10 @@ class Pooler {
         T* r = rows_.data() + y * width_;
         const T* in = plane + y * rs_;
         std::fill(r, r + left, pad);
-        for (int64_t x = 0; x < n; ++x) r[left + x] = in[x * cs_];
+        if (cs_ == 1)
+          std::copy(in, in + n, r + left);
+        else
+          for (int64_t x = 0; x < n; ++x) r[left + x] = in[x * cs_];
         std::fill(r + left + n, r + width_, pad);
       }
       src = rows_.data();
@@ -326,7 +339,7 @@ class Pooler {
       Doubles sum[U] = {};
       for (int64_t t = 0; t < nt; ++t)
         for (int u = 0; u < U; ++u)
-          sum[u] += __builtin_convertvector(load<Step>(q[u] + off[t], s), Doubles);
+          sum[u] += widen(load<Step>(q[u] + off[t], s));
       for (int u = 0; u < U; ++u) {
         Doubles div;
         std::memcpy(&div, col_div_.data() + o[u], sizeof div);

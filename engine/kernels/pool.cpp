@@ -9,6 +9,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #ifdef __AVX__
@@ -109,7 +110,6 @@ void pool_tiles(const T* plane, int64_t row_stride, T* out, int64_t oh, int64_t 
   }
 }
 
-
 // Lanes p[0], p[step], ..., p[(kLanes - 1) * step]; Step: the step when known at compile time
 // (1 or 2; 0: use `step`). Reads nothing past the last lane.
 template <int Step, class T>
@@ -135,6 +135,14 @@ typename Vec<T>::V load(const T* p, int64_t step) {
 template <class T>
 void store(T* p, const typename Vec<T>::V& v) {
   std::memcpy(p, &v, sizeof v);
+}
+
+// f(0), ..., f(U - 1) written out: loops over a group's vectors were vectorised across them
+// (their offsets in vector registers, their accumulators in memory).
+template <int U, class F>
+[[gnu::always_inline]] inline void each(F&& f) {
+  [&]<int... u>(std::integer_sequence<int, u...>) { (f(u), ...); }
+  (std::make_integer_sequence<int, U>{});
 }
 
 // The taps [lo, hi) of a window from `start`, dil apart, that lie inside [0, n): a huge kernel's
@@ -313,8 +321,7 @@ class Pooler {
     }
     const int64_t nb = (ow + kLanes - 1) / kLanes, last = ow - kLanes;
     int64_t b = 0;
-    for (; b + kGroup <= nb; b += kGroup)
-      group<Step, kGroup>(r, b * kLanes, last, out, idx);
+    for (; b + kGroup <= nb; b += kGroup) group<Step, kGroup>(r, b * kLanes, last, out, idx);
     if (nb - b == 3)
       group<Step, 3>(r, b * kLanes, last, out, idx);
     else if (nb - b == 2)
@@ -331,55 +338,54 @@ class Pooler {
     const int64_t* off = tap_off_.data();
     int64_t o[U];
     const T* q[U];
-    for (int u = 0; u < U; ++u) {
+    each<U>([&](int u) {
       o[u] = std::min(o0 + u * kLanes, last);
       q[u] = r.src + o[u] * s;
-    }
+    });
     if (!is_max_) {
       Doubles sum[U] = {};
       for (int64_t t = 0; t < nt; ++t)
-        for (int u = 0; u < U; ++u)
-          sum[u] += widen(load<Step>(q[u] + off[t], s));
-      for (int u = 0; u < U; ++u) {
+        each<U>([&](int u) { sum[u] += widen(load<Step>(q[u] + off[t], s)); });
+      each<U>([&](int u) {
         Doubles div;
         std::memcpy(&div, col_div_.data() + o[u], sizeof div);
         store(out + o[u], __builtin_convertvector(sum[u] / (r.row_div * div), V));
-      }
+      });
       return;
     }
     V m[U];
-    for (int u = 0; u < U; ++u) m[u] = V{} - std::numeric_limits<T>::infinity();
+    each<U>([&](int u) { m[u] = V{} - std::numeric_limits<T>::infinity(); });
     if (!idx) {
       // nan_max(nan_max(m, a), b) == nan_max(m, nan_max(a, b)) (the last NaN, else the first
       // maximum either way): pairs of taps halve the chain of dependent steps
       int64_t t = 0;
       for (; t + 1 < nt; t += 2)
-        for (int u = 0; u < U; ++u)
-          m[u] = nan_max(m[u], nan_max(load<Step>(q[u] + off[t], s),
-                                       load<Step>(q[u] + off[t + 1], s)));
-      if (t < nt)
-        for (int u = 0; u < U; ++u) m[u] = nan_max(m[u], load<Step>(q[u] + off[t], s));
-      for (int u = 0; u < U; ++u) store(out + o[u], m[u]);
+        each<U>([&](int u) {
+          m[u] = nan_max(m[u],
+                         nan_max(load<Step>(q[u] + off[t], s), load<Step>(q[u] + off[t + 1], s)));
+        });
+      if (t < nt) each<U>([&](int u) { m[u] = nan_max(m[u], load<Step>(q[u] + off[t], s)); });
+      each<U>([&](int u) { store(out + o[u], m[u]); });
       return;
     }
     // lane l's tap t is input (first row + i * d0, (o + l) * s - pad + j * d1), t = i * kw + j
     Int64s arg[U], col[U];
-    for (int u = 0; u < U; ++u) {
+    each<U>([&](int u) {
       std::memcpy(&arg[u], first_tap_.data() + o[u], sizeof arg[u]);
       arg[u] += r.at0;
       col[u] = Int64s{0, 1, 2, 3, 4, 5, 6, 7} * s + (r.at0 + o[u] * s - g_.pad[1]);
-    }
+    });
     for (int64_t t = 0; t < nt; ++t)
-      for (int u = 0; u < U; ++u) {
+      each<U>([&](int u) {
         const V v = load<Step>(q[u] + off[t], s);
         const Int64s take = __builtin_convertvector((v > m[u]) | (v != v), Int64s);
         m[u] = nan_max(m[u], v);
         arg[u] = take ? col[u] + tap_at_[t] : arg[u];
-      }
-    for (int u = 0; u < U; ++u) {
+      });
+    each<U>([&](int u) {
       store(out + o[u], m[u]);
       std::memcpy(idx + o[u], &arg[u], sizeof arg[u]);
-    }
+    });
   }
 
   const PoolGeom& g_;

@@ -59,32 +59,29 @@ inline Doubles widen(const Vec<float>::V& v) {
 #endif
 }
 
-// v > m ? v : m, which maxps(v, m) is; GCC made two compares and a blend of it and the select
-// below, a longer chain from m to the result.
+// max(m, v) with a NaN winning, as torch's max pool: a max instruction's pattern and a select,
+// so that loops of it do not branch on the data (random data mispredicted every other element).
 template <class T>
-T max_of(const T& v, const T& m) {
-  return v > m ? v : m;
+T nan_max(const T& m, const T& v) {
+  const T bigger = v > m ? v : m;
+  return v != v ? v : bigger;
 }
+// The same for the vectors, with maxps(v, m), which is v > m ? v : m: left to the compiler, the
+// two selects became two compares and a blend, a longer chain from m to the result.
 #ifdef __AVX__
-inline Vec<float>::V max_of(const Vec<float>::V& v, const Vec<float>::V& m) {
-  return reinterpret_cast<Vec<float>::V>(
+inline Vec<float>::V nan_max(const Vec<float>::V& m, const Vec<float>::V& v) {
+  const auto bigger = reinterpret_cast<Vec<float>::V>(
       _mm256_max_ps(reinterpret_cast<__m256>(v), reinterpret_cast<__m256>(m)));
+  return v != v ? v : bigger;
 }
 #endif
 #ifdef __AVX512F__
-inline Vec<double>::V max_of(const Vec<double>::V& v, const Vec<double>::V& m) {
-  return reinterpret_cast<Vec<double>::V>(
+inline Vec<double>::V nan_max(const Vec<double>::V& m, const Vec<double>::V& v) {
+  const auto bigger = reinterpret_cast<Vec<double>::V>(
       _mm512_max_pd(reinterpret_cast<__m512d>(v), reinterpret_cast<__m512d>(m)));
+  return v != v ? v : bigger;
 }
 #endif
-
-// max(m, v) with a NaN winning, as torch's max pool: a max instruction and a select, so that
-// loops of it do not branch on the data (random data mispredicted every other element). Scalars
-// and vectors alike.
-template <class T>
-T nan_max(const T& m, const T& v) {
-  return v != v ? v : max_of(v, m);
-}
 
 // The usual case, windows that tile the input (kernel = stride = K, no padding or dilation, rows
 // contiguous): each output from its K x K taps in one branch-free pass, which vectorises along

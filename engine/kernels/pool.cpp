@@ -1,7 +1,6 @@
-// max_pool2d's and avg_pool2d's loops over [N, C, H, W] planes, a window at a time: the windows
-// that tile the input (2x2 and 3x3, stride = kernel) in one pass, the other windows that lie
-// whole inside the input a vector of outputs along the row at a time, and those that padding or
-// the input's end clips one by one, their taps clipped.
+// max_pool2d's and avg_pool2d's loops over [N, C, H, W] planes, a window per output: the windows
+// that tile the input (2x2 and 3x3, stride = kernel) in one pass, any other geometry vectors of
+// outputs along a row from the plane's rows padded on both sides (Pooler below).
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -17,7 +16,6 @@
 #endif
 
 #include "engine/kernels/kernels.h"
-#include "engine/kernels/windows.h"
 
 // The rows are short (a pool's output row): with AVX-512's 16 floats a row of 15 ran its
 // scalar tail only, slower than the baseline's SSE; 256-bit vectors leave less to the tail.

@@ -60,26 +60,31 @@ inline Doubles widen(const Vec<float>::V& v) {
 // max(m, v) with a NaN winning, as torch's max pool: a max instruction's pattern and a select,
 // so that loops of it do not branch on the data (random data mispredicted every other element).
 template <class T>
-T nan_max(const T& m, const T& v) {
+T nan_max(T m, T v) {
   const T bigger = v > m ? v : m;
   return v != v ? v : bigger;
 }
-// The same for the vectors, with maxps(v, m), which is v > m ? v : m: left to the compiler, the
-// two selects became two compares and a blend, a longer chain from m to the result.
-#ifdef __AVX__
+// The same for the vectors, with maxps(v, m), which is v > m ? v : m, where there is one: left
+// to the compiler, the two selects became two compares and a blend, a longer chain from m to
+// the result.
 inline Vec<float>::V nan_max(const Vec<float>::V& m, const Vec<float>::V& v) {
+#ifdef __AVX__
   const auto bigger = reinterpret_cast<Vec<float>::V>(
       _mm256_max_ps(reinterpret_cast<__m256>(v), reinterpret_cast<__m256>(m)));
+#else
+  const auto bigger = v > m ? v : m;
+#endif
   return v != v ? v : bigger;
 }
-#endif
-#ifdef __AVX512F__
 inline Vec<double>::V nan_max(const Vec<double>::V& m, const Vec<double>::V& v) {
+#ifdef __AVX512F__
   const auto bigger = reinterpret_cast<Vec<double>::V>(
       _mm512_max_pd(reinterpret_cast<__m512d>(v), reinterpret_cast<__m512d>(m)));
+#else
+  const auto bigger = v > m ? v : m;
+#endif
   return v != v ? v : bigger;
 }
-#endif
 
 // The usual case, windows that tile the input (kernel = stride = K, no padding or dilation, rows
 // contiguous): each output from its K x K taps in one branch-free pass, which vectorises along

@@ -64,24 +64,21 @@ T nan_max(T m, T v) {
   const T bigger = v > m ? v : m;
   return v != v ? v : bigger;
 }
-// The same for the vectors, with maxps(v, m), which is v > m ? v : m, where there is one: left
-// to the compiler, the two selects became two compares and a blend, a longer chain from m to
-// the result.
-inline Vec<float>::V nan_max(const Vec<float>::V& m, const Vec<float>::V& v) {
+// The same for kLanes at once, with maxps(v, m), which is v > m ? v : m, where there is one:
+// left to the compiler, the two selects became two compares and a blend, a longer chain from m
+// to the result.
+template <class V>
+V nan_max_v(const V& m, const V& v) {
+  V bigger = v > m ? v : m;
 #ifdef __AVX__
-  const auto bigger = reinterpret_cast<Vec<float>::V>(
-      _mm256_max_ps(reinterpret_cast<__m256>(v), reinterpret_cast<__m256>(m)));
-#else
-  const auto bigger = v > m ? v : m;
+  if constexpr (std::is_same_v<V, Vec<float>::V>)
+    bigger = reinterpret_cast<V>(
+        _mm256_max_ps(reinterpret_cast<__m256>(v), reinterpret_cast<__m256>(m)));
 #endif
-  return v != v ? v : bigger;
-}
-inline Vec<double>::V nan_max(const Vec<double>::V& m, const Vec<double>::V& v) {
 #ifdef __AVX512F__
-  const auto bigger = reinterpret_cast<Vec<double>::V>(
-      _mm512_max_pd(reinterpret_cast<__m512d>(v), reinterpret_cast<__m512d>(m)));
-#else
-  const auto bigger = v > m ? v : m;
+  if constexpr (std::is_same_v<V, Vec<double>::V>)
+    bigger = reinterpret_cast<V>(
+        _mm512_max_pd(reinterpret_cast<__m512d>(v), reinterpret_cast<__m512d>(m)));
 #endif
   return v != v ? v : bigger;
 }
@@ -361,10 +358,10 @@ class Pooler {
       int64_t t = 0;
       for (; t + 1 < nt; t += 2)
         each<U>([&](int u) {
-          m[u] = nan_max(m[u],
-                         nan_max(load<Step>(q[u] + off[t], s), load<Step>(q[u] + off[t + 1], s)));
+          m[u] = nan_max_v(
+              m[u], nan_max_v(load<Step>(q[u] + off[t], s), load<Step>(q[u] + off[t + 1], s)));
         });
-      if (t < nt) each<U>([&](int u) { m[u] = nan_max(m[u], load<Step>(q[u] + off[t], s)); });
+      if (t < nt) each<U>([&](int u) { m[u] = nan_max_v(m[u], load<Step>(q[u] + off[t], s)); });
       each<U>([&](int u) { store(out + o[u], m[u]); });
       return;
     }
@@ -379,7 +376,7 @@ class Pooler {
       each<U>([&](int u) {
         const V v = load<Step>(q[u] + off[t], s);
         const Int64s take = __builtin_convertvector((v > m[u]) | (v != v), Int64s);
-        m[u] = nan_max(m[u], v);
+        m[u] = nan_max_v(m[u], v);
         arg[u] = take ? col[u] + tap_at_[t] : arg[u];
       });
     each<U>([&](int u) {

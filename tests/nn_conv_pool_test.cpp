@@ -4,8 +4,13 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <limits>
+#include <optional>
+#include <tuple>
 #include <vector>
 
 #include "engine/engine.h"
@@ -67,6 +72,177 @@ std::vector<double> ref_pool(const std::vector<double>& x, int64_t planes, int64
         y.push_back(is_max ? acc : acc / static_cast<double>(k0 * k1));
       }
   return y;
+}
+
+// A pool's geometry: kernel, stride, padding, dilation as (rows, columns), and ceil_mode.
+struct PoolCase {
+  int64_t k0, k1, s0, s1, p0, p1, d0, d1;
+  bool ceil;
+};
+
+// torch's output length: floor (or with ceil_mode ceil) of room / s, plus one, less one if the
+// last window would start in the right padding; 0 where torch refuses the input.
+int64_t pool_len(int64_t n, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil) {
+  const int64_t room = n + 2 * p - d * (k - 1) - 1;
+  const int64_t num = room + (ceil ? s - 1 : 0);
+  int64_t out = (num >= 0 ? num / s : -((-num + s - 1) / s)) + 1;
+  if (ceil && (out - 1) * s >= n + p) --out;
+  return std::max<int64_t>(out, 0);
+}
+
+// Pools x's [planes, h, w] values a window at a time, its taps in row then column order: a max
+// takes the last NaN, else the first maximum, and its index iy * w + ix (the first tap inside
+// when all are -inf; -1 for a window with no tap inside); an avg sums the taps inside in double
+// and divides by divisor, or else by the window clipped to the padded input (count_include_pad)
+// or by the taps inside.
+template <class T>
+struct PoolRef {
+  std::vector<T> out;
+  std::vector<int64_t> idx;
+};
+template <class T>
+PoolRef<T> ref_pool_windows(const std::vector<T>& x, int64_t planes, int64_t h, int64_t w,
+                            const PoolCase& c, bool is_max, bool count_include_pad,
+                            int64_t divisor) {
+  const int64_t oh = pool_len(h, c.k0, c.s0, c.p0, c.d0, c.ceil);
+  const int64_t ow = pool_len(w, c.k1, c.s1, c.p1, c.d1, c.ceil);
+  PoolRef<T> r;
+  for (int64_t pl = 0; pl < planes; ++pl)
+    for (int64_t oy = 0; oy < oh; ++oy)
+      for (int64_t ox = 0; ox < ow; ++ox) {
+        const int64_t y0 = oy * c.s0 - c.p0, x0 = ox * c.s1 - c.p1;
+        T m = -std::numeric_limits<T>::infinity();
+        int64_t arg = -1, inside = 0;
+        double sum = 0;
+        for (int64_t i = 0; i < c.k0; ++i)
+          for (int64_t j = 0; j < c.k1; ++j) {
+            const int64_t iy = y0 + i * c.d0, ix = x0 + j * c.d1;
+            if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+            const T v = x[(pl * h + iy) * w + ix];
+            if (arg < 0) arg = iy * w + ix;
+            ++inside;
+            sum += v;
+            if (std::isnan(v) || (!std::isnan(m) && v > m)) {
+              m = v;
+              arg = iy * w + ix;
+            }
+          }
+        if (is_max) {
+          r.out.push_back(m);
+          r.idx.push_back(arg);
+          continue;
+        }
+        double div = static_cast<double>(inside);
+        if (divisor != 0)
+          div = static_cast<double>(divisor);
+        else if (count_include_pad)
+          div = static_cast<double>(std::min(y0 + c.k0, h + c.p0) - y0) *
+                static_cast<double>(std::min(x0 + c.k1, w + c.p1) - x0);
+        r.out.push_back(static_cast<T>(sum / div));
+      }
+  return r;
+}
+
+template <class T>
+bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+// Values with ties, signed zeros, NaNs of distinct payloads and runs of -inf (max), or of
+// magnitudes far apart, so that a sum's order shows in its bits (avg).
+template <class T>
+std::vector<T> pool_input(int64_t n, bool for_max) {
+  using Bits = std::conditional_t<sizeof(T) == 4, uint32_t, uint64_t>;
+  const Bits quiet_nan = std::bit_cast<Bits>(std::numeric_limits<T>::quiet_NaN());
+  std::vector<T> v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    if (!for_max) {
+      v[i] = static_cast<T>(std::sin(0.7 * i) * std::pow(10.0, i % 9 - 4));
+      continue;
+    }
+    v[i] = static_cast<T>((i * 7919) % 13) - 6;
+    if (i % 17 == 3) v[i] = T(-0.0);
+    if (i % 19 == 5) v[i] = T(0.0);
+    if (i % 29 == 7) v[i] = std::bit_cast<T>(static_cast<Bits>(quiet_nan | (i % 5 + 1)));
+    if (i % 41 < 9) v[i] = -std::numeric_limits<T>::infinity();
+  }
+  return v;
+}
+
+// Every output of max_pool2d (with and without indices) and avg_pool2d (count_include_pad both
+// ways, divisor_override) against ref_pool_windows, bit for bit. `layout` 0: contiguous, 1:
+// transposed storage, 2: every other column of a wider tensor.
+template <class T>
+void check_pools(int64_t n, int64_t c, int64_t h, int64_t w, const PoolCase& g, int layout) {
+  CAPTURE(h);
+  CAPTURE(w);
+  CAPTURE(layout);
+  CAPTURE(g.k0);
+  CAPTURE(g.k1);
+  CAPTURE(g.s0);
+  CAPTURE(g.s1);
+  CAPTURE(g.p0);
+  CAPTURE(g.p1);
+  CAPTURE(g.d0);
+  CAPTURE(g.d1);
+  CAPTURE(g.ceil);
+  auto make = [&](const std::vector<T>& v) {
+    if (layout == 0) return tensor<T>(v, {n, c, h, w});
+    std::vector<T> u(v.size() * (layout == 2 ? 2 : 1), T(7));
+    for (int64_t pl = 0; pl < n * c; ++pl)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t x = 0; x < w; ++x) {
+          const T e = v[(pl * h + y) * w + x];
+          if (layout == 1)
+            u[(pl * w + x) * h + y] = e;
+          else
+            u[(pl * h + y) * 2 * w + 2 * x] = e;
+        }
+    if (layout == 1) return tensor<T>(u, {n, c, w, h}).transpose(2, 3);
+    return tensor<T>(u, {n, c, h, 2 * w}).slice(3, 0, std::nullopt, 2);
+  };
+  const int64_t oh = pool_len(h, g.k0, g.s0, g.p0, g.d0, g.ceil);
+  const int64_t ow = pool_len(w, g.k1, g.s1, g.p1, g.d1, g.ceil);
+  const std::vector<T> xm = pool_input<T>(n * c * h * w, true);
+  const Tensor x = make(xm);
+  auto pool = [&] {
+    return max_pool2d_with_indices(x, {g.k0, g.k1}, {g.s0, g.s1}, {g.p0, g.p1}, {g.d0, g.d1},
+                                   g.ceil);
+  };
+  if (oh < 1 || ow < 1) {
+    CHECK_THROWS_AS(pool(), ValueError);
+    return;
+  }
+  Tensor mx, idx;
+  std::tie(mx, idx) = pool();
+  REQUIRE(mx.shape() == Shape{n, c, oh, ow});
+  const PoolRef<T> ref = ref_pool_windows(xm, n * c, h, w, g, true, false, 0);
+  const std::vector<T> got = mx.to_vector<T>();
+  const std::vector<T> plain =
+      max_pool2d(x, {g.k0, g.k1}, {g.s0, g.s1}, {g.p0, g.p1}, {g.d0, g.d1}, g.ceil).to_vector<T>();
+  const std::vector<int64_t> got_idx = idx.to_vector<int64_t>();
+  int64_t bad = 0;
+  for (size_t k = 0; k < ref.out.size(); ++k)
+    bad += !same_bits(got[k], ref.out[k]) || !same_bits(plain[k], ref.out[k]) ||
+           (ref.idx[k] >= 0 && got_idx[k] != ref.idx[k]);
+  CHECK(bad == 0);
+  if (g.d0 != 1 || g.d1 != 1) return;  // avg_pool2d has no dilation
+  const std::vector<T> xa = pool_input<T>(n * c * h * w, false);
+  const Tensor y = make(xa);
+  for (bool include_pad : {false, true})
+    for (int64_t divisor : {0, 3}) {
+      CAPTURE(include_pad);
+      CAPTURE(divisor);
+      const std::vector<T> avg =
+          avg_pool2d(y, {g.k0, g.k1}, {g.s0, g.s1}, {g.p0, g.p1}, g.ceil, include_pad,
+                     divisor == 0 ? std::nullopt : std::optional<int64_t>(divisor))
+              .to_vector<T>();
+      const PoolRef<T> aref = ref_pool_windows(xa, n * c, h, w, g, false, include_pad, divisor);
+      REQUIRE(avg.size() == aref.out.size());
+      int64_t wrong = 0;
+      for (size_t k = 0; k < avg.size(); ++k) wrong += !same_bits(avg[k], aref.out[k]);
+      CHECK(wrong == 0);
+    }
 }
 
 }  // namespace
@@ -398,6 +574,41 @@ TEST_CASE("max_pool2d: a NaN wins its windows and -inf windows stay -inf, on eve
           }
         }
     }
+}
+
+TEST_CASE("pooling on many geometries against a window-at-a-time loop, bit for bit") {
+  // Rows of 5 to 37 outputs reach the vectors of 8 outputs, whole and overlapping at the row's
+  // end, and rows shorter than a vector; ties, signed zeros, NaN payloads and -inf runs check
+  // the max's rule and indices, sums of far-apart magnitudes the avg's tap order.
+  struct Size {
+    int64_t h, w;
+    int layout;
+  };
+  const Size sizes[] = {{7, 5, 0}, {5, 13, 1}, {6, 21, 2}, {3, 37, 0}};
+  int64_t cases = 0;
+  for (const Size& sz : sizes)
+    for (int64_t k0 = 1; k0 <= 5; ++k0)
+      for (int64_t k1 = 1; k1 <= 5; ++k1)
+        for (auto [s0, s1] : {std::pair{1, 1}, {2, 2}, {3, 3}, {1, 2}, {2, 1}, {3, 1}})
+          for (auto [p0, p1] : {std::pair{0, 0}, {k0 / 2, k1 / 2}, {k0 / 2, 0}, {0, k1 / 2}})
+            for (int64_t d = 1; d <= 2; ++d)
+              for (bool ceil : {false, true}) {
+                if ((p0 == 0 && p1 == 0 && (k0 > 1 || k1 > 1) && d == 2 && ceil) ||
+                    (p0 == k0 / 2 && p1 == k1 / 2 && (k0 < 2 || k1 < 2) && (p0 || p1)))
+                  continue;  // repeats of another case
+                const PoolCase g{k0, k1, s0, s1, p0, p1, d, k0 == k1 ? d : 1, ceil};
+                check_pools<float>(1, 2, sz.h, sz.w, g, sz.layout);
+                if ((k0 + k1 + s0) % 3 == 0) check_pools<double>(2, 1, sz.h, sz.w, g, sz.layout);
+                ++cases;
+              }
+  CHECK(cases > 4000);
+  // kernels, strides and dilations too wide for the padded rows go a window at a time
+  for (const PoolCase& g :
+       {PoolCase{2, 65, 1, 1, 1, 32, 1, 1, false}, PoolCase{3, 3, 2, 70, 1, 1, 1, 1, true},
+        PoolCase{1, 2, 1, 1, 0, 1, 1, 65, false}}) {
+    check_pools<float>(1, 2, 4, 100, g, 0);
+    check_pools<double>(1, 1, 4, 100, g, 2);
+  }
 }
 
 TEST_CASE("pooling errors") {

@@ -303,28 +303,32 @@ TEST_CASE("conv2d against a direct convolution loop") {
 
 TEST_CASE("conv2d's register-blocked path gathers every geometry's receptive fields") {
   // Float32 output planes of 64 or more pixels with small filters: the kernel packs each panel
-  // of 16 or 32 output pixels from x itself (stride 1 along the rows; im2col's columns
-  // otherwise), so panels that span output rows, windows in the padding on either side,
-  // strides, dilations, depths past one panel's (128 rows) and strided inputs all meet its
-  // gather.
+  // of 16 or 32 output pixels from x itself (rows of 64 outputs or more, stride 1 along them;
+  // im2col's columns otherwise), so panels that span output rows, windows in the padding on
+  // either side, strides, dilations, depths past one panel's (128 rows) and strided inputs all
+  // meet its gather.
   // Panels inside one output row whose windows all lie inside x are read from x in place.
   struct Case {
     int64_t n, c, h, w, o, kh, kw, s0, s1, p0, p1, d0, d1, g;
     bool channels_last;
   };
   const Case cases[] = {
+      // rows of 64 outputs or more, stride 1 along them: panels from x
       {2, 3, 12, 80, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // rows of 80: in place and not
-      {2, 3, 12, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 9: panels span rows
-      {1, 2, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},     // rows of 8: a panel is whole rows
-      {1, 2, 16, 33, 3, 3, 5, 2, 2, 1, 2, 1, 1, 1, false},   // stride 2, rows of 17
-      {1, 2, 10, 70, 3, 3, 3, 1, 2, 2, 3, 2, 3, 1, false},   // dilation, padding past the taps
-      {2, 20, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // depth 180: two k-blocks of panels
+      {1, 2, 4, 70, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 70: panels span rows
+      {1, 2, 3, 64, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 64: whole panels
+      {1, 2, 10, 70, 3, 3, 3, 2, 1, 2, 3, 2, 3, 1, false},   // dilation, padding past the taps
+      {1, 20, 3, 66, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // depth 180: two k-blocks of panels
       {1, 15, 1, 100, 4, 1, 9, 1, 1, 0, 4, 1, 1, 1, false},  // depth 135, a unit height
-      {2, 8, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4, false},   // groups
-      {1, 3, 11, 13, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},    // channels-last input (strided rows)
-      {1, 4, 9, 20, 4, 3, 3, 2, 1, 0, 1, 1, 1, 1, true},     // channels-last, stride 2 down
+      {2, 8, 3, 65, 8, 3, 3, 1, 1, 1, 1, 1, 1, 4, false},    // groups
+      {1, 3, 3, 67, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},     // channels-last input (strided rows)
+      {1, 4, 9, 70, 4, 3, 3, 2, 1, 0, 1, 1, 1, 1, true},     // channels-last, stride 2 down
       {1, 1, 1, 64, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, false},    // 1x1
-      {1, 1, 8, 8, 1, 8, 8, 1, 1, 4, 4, 1, 1, 1, false},     // windows mostly in the padding
+      {1, 1, 2, 64, 1, 8, 8, 1, 1, 4, 4, 1, 1, 1, false},    // windows mostly in the padding
+      // shorter rows or a stride along them: panels from im2col's columns
+      {2, 3, 12, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // rows of 9
+      {1, 2, 16, 33, 3, 3, 5, 2, 2, 1, 2, 1, 1, 1, false},  // stride 2, rows of 17
+      {2, 20, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // depth 180
   };
   for (const Case& k : cases) {
     CAPTURE(k.c);

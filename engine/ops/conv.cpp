@@ -97,14 +97,16 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / group_bytes, 1, g.groups);
   // Small float filters times output planes of a few panels each: our register-blocked kernel
   // writes each image's plane of a group's channels in place, bias included (no scatter pass).
-  // Its panels come from x itself, unless several banks of filters share the input (im2col's
-  // columns serve them all) or the windows step along the rows (a gather per element). A
-  // choice by shape alone, so a set gets the same bits batched, chunked or looped.
+  // On long rows with stride 1 along them its panels come from x itself, most of them read in
+  // place; shorter rows split a panel into runs with bounds each (LeNet's rows of 28 and 10
+  // outputs ran 1.4x slower than from im2col's columns) and a stride gathers element by element,
+  // so these keep the columns. A choice by shape alone, so a set gets the same bits batched,
+  // chunked or looped.
   const int64_t hw = g.oh * g.ow;
   if (x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk)) {
     Tensor wc = w.contiguous();
     const std::vector<float> fbias(bias.begin(), bias.end());
-    const bool gather = sets == 1 && g.stride[1] == 1;
+    const bool gather = g.stride[1] == 1 && g.ow >= 64;
     for (int64_t g0 = 0; g0 < g.groups; g0 += gather ? g.groups : block) {
       const int64_t g1 = gather ? g.groups : std::min(g0 + block, g.groups);
       Tensor cols;

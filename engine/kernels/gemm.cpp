@@ -8,6 +8,7 @@
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/small_gemm.h"
 #include "engine/parallel.h"
 
 #ifdef TD_WITH_OPENBLAS
@@ -203,6 +204,19 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0);
   const int64_t sb = b.size(0) == 1 ? 0 : b.stride(0);
   const int64_t a1 = a.stride(1), a2 = a.stride(2), b1 = b.stride(1), b2 = b.stride(2);
+  if constexpr (std::is_same_v<T, float>) {
+    // Our kernel, by b's size alone: each output's bits then do not depend on m, which differs
+    // between a set alone and a batch folded into it (matmul against a shared matrix). Many
+    // tiny products (attention's q @ k^T per head) cost a BLAS call and a zero fill each.
+    if (small_gemm_chain_pays(n, k)) {
+      for_each_block(bt, m, n, k, false, [&](int64_t i, Block blk) {
+        small_gemm_chain(pa + i * sa + blk.r0 * a1, a1, a2, pb + i * sb + blk.c0 * b2, b1, b2,
+                         po + i * m * n + blk.r0 * n + blk.c0, n, blk.r1 - blk.r0, blk.c1 - blk.c0,
+                         k);
+      });
+      return;
+    }
+  }
   for_each_block(bt, m, n, k, true, [&](int64_t i, Block blk) {
     OutMap<T> y(po + i * m * n + blk.r0 * n + blk.c0, blk.r1 - blk.r0, blk.c1 - blk.c0,
                 Eigen::OuterStride<>(n));

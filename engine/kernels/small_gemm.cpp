@@ -15,6 +15,7 @@
 
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/simd.h"
+#include "engine/kernels/small_gemm.h"
 
 namespace td::kernels::TD_ISA {
 namespace {
@@ -42,6 +43,7 @@ struct Product {
   bool relu;
   const float* next_b;     // b and bias of the product that comes next (same shapes), or null:
   const float* next_bias;  // their first lines are fetched while this one's last panel runs
+  bool one_chain = false;  // every output one FMA chain in k order (small_gemm_chain)
 };
 
 // max(v, 0) with a NaN v kept, as relu: maxps returns its second operand when either is NaN
@@ -51,8 +53,8 @@ inline V relu_keep_nan(V v) { return xsimd::max(V(0.0f), v); }
 // bias (a packed column row and/or a scalar per row); otherwise continue from what c holds.
 template <int R>
 void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t kc,
-          const float* col_init, const float* row_init, bool first, bool relu, float* c,
-          int64_t crs, int64_t ccs, int64_t nc) {
+          const float* col_init, const float* row_init, bool first, bool relu, bool one_chain,
+          float* c, int64_t crs, int64_t ccs, int64_t nc) {
   // Every loop over the R rows is unrolled, so the accumulators stay in registers from the
   // start to the store (a loop with branches inside kept them on the stack: a tenth of a tile
   // at depth 64).
@@ -86,28 +88,31 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
   int64_t p = 0;
   if constexpr (R <= 3) {
     // 2R accumulators are too few chains to hide the FMA latency: odd steps go to a second set
-    V odd[R][2];
+    // (unless each output must be one chain)
+    if (!one_chain) {
+      V odd[R][2];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) odd[r][0] = odd[r][1] = V(0.0f);
-    for (; p + 2 <= kc; p += 2) {
-      const V b0 = V::load_aligned(panel + p * NR);
-      const V b1 = V::load_aligned(panel + p * NR + W);
-      const V c0 = V::load_aligned(panel + (p + 1) * NR);
-      const V c1 = V::load_aligned(panel + (p + 1) * NR + W);
+      for (int r = 0; r < R; ++r) odd[r][0] = odd[r][1] = V(0.0f);
+      for (; p + 2 <= kc; p += 2) {
+        const V b0 = V::load_aligned(panel + p * NR);
+        const V b1 = V::load_aligned(panel + p * NR + W);
+        const V c0 = V::load_aligned(panel + (p + 1) * NR);
+        const V c1 = V::load_aligned(panel + (p + 1) * NR + W);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const V av(a[r * ars + p * acs]);
+          const V aw(a[r * ars + (p + 1) * acs]);
+          acc[r][0] = fmadd(av, b0, acc[r][0]);
+          acc[r][1] = fmadd(av, b1, acc[r][1]);
+          odd[r][0] = fmadd(aw, c0, odd[r][0]);
+          odd[r][1] = fmadd(aw, c1, odd[r][1]);
+        }
+      }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const V av(a[r * ars + p * acs]);
-        const V aw(a[r * ars + (p + 1) * acs]);
-        acc[r][0] = fmadd(av, b0, acc[r][0]);
-        acc[r][1] = fmadd(av, b1, acc[r][1]);
-        odd[r][0] = fmadd(aw, c0, odd[r][0]);
-        odd[r][1] = fmadd(aw, c1, odd[r][1]);
+        acc[r][0] += odd[r][0];
+        acc[r][1] += odd[r][1];
       }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      acc[r][0] += odd[r][0];
-      acc[r][1] += odd[r][1];
     }
   }
   for (; p < kc; ++p) {
@@ -135,6 +140,16 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
     }
     return;
   }
+  if (ccs == 1 && nc >= W) {  // the first vector whole, the rest through tmp
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      acc[r][0].store_unaligned(c + r * crs);
+      acc[r][1].store_aligned(tmp[r] + W);
+    }
+    for (int r = 0; r < R; ++r)
+      for (int64_t j = W; j < nc; ++j) c[r * crs + j] = tmp[r][j];
+    return;
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     acc[r][0].store_aligned(tmp[r]);
@@ -145,7 +160,7 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, int64_t 
 }
 
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, int64_t, const float*,
-                        const float*, bool, bool, float*, int64_t, int64_t, int64_t);
+                        const float*, bool, bool, bool, float*, int64_t, int64_t, int64_t);
 // Tiles of up to MR + kJoin rows (see run()); kMaxRows bounds every per-tile row buffer.
 constexpr int64_t kJoin = W == 16 ? 2 : 0;
 constexpr int64_t kMaxRows = MR + 2;
@@ -274,7 +289,7 @@ void run(const Product& q) {
           for (int64_t r = 0; r < rows; ++r) row_init[r] = q.row_bias[(m0 + r) * q.bs];
         kTiles[rows](q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, panel, kc,
                      q.col_bias ? col_init : nullptr, q.row_bias ? row_init : nullptr, first,
-                     q.relu && last, q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
+                     q.relu && last, q.one_chain, q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
       }
     }
   }
@@ -470,6 +485,38 @@ void small_gemm_nn(const float* a, int64_t ars, const float* b, int64_t brs, con
   }
   // as the product c^T = b^T @ a^T: b^T's columns are b's rows, a's rows the tiles' rows
   run({a, ars, 1, b, 1, brs, nullptr, bias, 1, c, crs, 1, m, n, k, false, nullptr, nullptr});
+}
+
+bool small_gemm_chain_pays(int64_t n, int64_t k) {
+  return n * k * static_cast<int64_t>(sizeof(float)) <= (1 << 20);
+}
+
+void small_gemm_chain(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs,
+                      int64_t bcs, float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * crs, c + i * crs + n, 0.0f);
+    return;
+  }
+  // Blocks of rows of a that stay in L2 while b's panels pass (the blocks do not change the bits).
+  const int64_t block =
+      std::max<int64_t>(MR, (256 << 10) / (k * static_cast<int64_t>(sizeof(float))));
+  for (int64_t i0 = 0; i0 < m; i0 += block) {
+    const int64_t rows = std::min(block, m - i0);
+    const float* ai = a + i0 * ars;
+    float* ci = c + i0 * crs;
+    Product q{ai,  ars, acs,  b, bcs, brs,   nullptr, nullptr, 1,   ci,
+              crs, 1,   rows, n, k,   false, nullptr, nullptr, true};
+    if (n < W && rows > n) {
+      // Under a vector of columns would leave most of a panel empty: c^T = b^T @ a^T instead,
+      // a's rows as the panel's columns (as small_gemm_nt; its stores are scalar).
+      std::swap(q.a, q.b);
+      std::swap(q.ars, q.brs);
+      std::swap(q.acs, q.bcs);
+      std::swap(q.crs, q.ccs);
+      std::swap(q.rows, q.cols);
+    }
+    run(q);
+  }
 }
 
 }  // namespace td::kernels::TD_ISA

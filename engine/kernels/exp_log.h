@@ -24,12 +24,17 @@ B with_scalar_lanes(B r, B v, Bad bad, F f) {
 }
 
 // xsimd 8.1's exp is inf from 88.376 (float) / 709.437 (double) on, where the true value is
-// finite up to 88.723 / 709.783, and 0 where it is subnormal; std::exp takes those lanes.
+// finite up to 88.723 / 709.783, and 0 where it is subnormal; std::exp takes those lanes. Below
+// -104 / -746 the true value is under half the least subnormal, so 0: those lanes (a masked
+// softmax's -inf) are set directly, not one at a time.
 template <class T, class B>
 B exp_lanes(B v) {
   const B edge(std::is_same_v<T, float> ? T(87) : T(708));
+  const B zero_below(std::is_same_v<T, float> ? T(-104) : T(-746));
+  const B r = xsimd::select(v < zero_below, B(T(0)), xsimd::exp(v));
   return with_scalar_lanes<T>(
-      xsimd::exp(v), v, [&](B u) { return xsimd::abs(u) > edge; }, [](T u) { return std::exp(u); });
+      r, v, [&](B u) { return (xsimd::abs(u) > edge) & (u >= zero_below); },
+      [](T u) { return std::exp(u); });
 }
 
 // xsimd 8.1's log of a subnormal double is off by up to 37 (log(8.35e-309) gave -746.2, not

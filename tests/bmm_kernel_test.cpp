@@ -135,3 +135,44 @@ TEST_CASE("softmax over rows of mostly -inf against the double loop") {
       }
     }
 }
+
+// Heads viewed in a fused projection's output ([N, L, 3, H, D] permuted to [N, H, L, D]): batch
+// dims that do not merge without a copy go to bmm as two, against contiguous copies (the same
+// bits), the double loop, and shared or differently split operands.
+TEST_CASE("matmul over two batch dims that do not merge: strided heads") {
+  for (DType dt : {kFloat32, kFloat64})
+    for (auto [n, l, h, d] : {std::array<int64_t, 4>{3, 17, 4, 5}, {2, 32, 4, 16}, {1, 3, 2, 1}}) {
+      CAPTURE(n);
+      CAPTURE(l);
+      CAPTURE(h);
+      CAPTURE(d);
+      const Tensor qkv =
+          seq({n, l, 3, h, d}, dt, 0.37).permute({0, 3, 2, 1, 4});  // [N, H, 3, L, D]
+      const Tensor q = qkv.select(2, 0), k = qkv.select(2, 1), v = qkv.select(2, 2);
+      const Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+      const Tensor scores = matmul(q, k.transpose(-2, -1));
+      REQUIRE(scores.shape() == Shape{n, h, l, l});
+      CHECK(equal(scores, matmul(qc, kc.transpose(-2, -1))));
+      const Tensor out = matmul(scores, v);
+      CHECK(equal(out, matmul(scores, vc)));
+      // a contiguous operand is split as the strided one; a shared one broadcasts
+      CHECK(equal(matmul(qc, k.transpose(-2, -1)), scores));
+      const Tensor shared = seq({d, 7}, dt, 0.53);
+      CHECK(equal(matmul(q, shared), matmul(qc, shared)));
+      const Tensor per_head = seq({h, d, 7}, dt, 0.19);  // broadcast over N
+      CHECK(equal(matmul(q, per_head), matmul(qc, per_head)));
+      // differently split operands (heads [N, H] against [H, N] transposed back) are copied
+      const Tensor k_hn = seq({l, 3, h, n, d}, dt, 0.29).permute({3, 2, 1, 0, 4}).select(2, 1);
+      CHECK(equal(matmul(q, k_hn.transpose(-2, -1)),
+                  matmul(qc, k_hn.contiguous().transpose(-2, -1))));
+      const Tensor s3 = scores.reshape({n * h, l, l}), q3 = qc.reshape({n * h, l, d}),
+                   k3 = kc.reshape({n * h, l, d}).transpose(1, 2);
+      CHECK(worst_error(s3, q3, k3) < 1e-5);
+    }
+  // bmm takes 4-D operands for matmul's float products only
+  CHECK_THROWS_AS(
+      kernels::bmm(zeros({2, 2, 3, 3}, DType::Int64), zeros({2, 2, 3, 3}, DType::Int64)),
+      ValueError);
+  CHECK_THROWS_AS(kernels::bmm(zeros({2, 2, 3, 3}), zeros({2, 3, 3})), ValueError);
+  CHECK_THROWS_AS(kernels::bmm(zeros({2, 2, 3, 4}), zeros({2, 3, 4, 3})), ValueError);
+}

@@ -6,6 +6,10 @@
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
+#ifdef __AVX512F__
+#include <immintrin.h>
+#endif
+
 #include "engine/dispatch.h"
 #include "engine/kernels/exp_log.h"
 #include "engine/kernels/kernels.h"
@@ -30,12 +34,22 @@ void softmax_rows(const T* const* a, T* const* b, int64_t n, bool log) {
   for (int r = 0; r < R; ++r) {
     B lanes(lowest);
     for (int64_t i = 0; i < full; i += W) lanes = xsimd::max(lanes, B::load_unaligned(a[r] + i));
-    alignas(64) T lane[W];
-    lanes.store_aligned(lane);
-    // a tree of the lanes (a NaN, met or not here, makes the row's sum and so the whole row NaN)
-    for (int64_t w = W / 2; w >= 1; w /= 2)
-      for (int64_t l = 0; l < w; ++l) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
-    T m = lane[0];
+    // the lanes' max (a NaN, met or not here, makes the row's sum and so the whole row NaN)
+    T m;
+#ifdef __AVX512F__
+    if constexpr (W == 16)
+      m = _mm512_reduce_max_ps(lanes);
+    else if constexpr (W == 8)
+      m = _mm512_reduce_max_pd(lanes);
+    else
+#endif
+    {
+      alignas(64) T lane[W];
+      lanes.store_aligned(lane);
+      for (int64_t w = W / 2; w >= 1; w /= 2)
+        for (int64_t l = 0; l < w; ++l) lane[l] = lane[l + w] > lane[l] ? lane[l + w] : lane[l];
+      m = lane[0];
+    }
     for (int64_t i = full; i < n; ++i) m = a[r][i] > m ? a[r][i] : m;
     mx[r] = std::isinf(m) && m < 0 ? T(0) : m;  // all -inf: avoid inf - inf
   }
@@ -56,12 +70,19 @@ void softmax_rows(const T* const* a, T* const* b, int64_t n, bool log) {
   for (int r = 0; r < R; ++r) s[r] = run_sum(b[r], n, kPlus);
 #pragma GCC unroll 4
   for (int r = 0; r < R; ++r) {
+    // vectors by hand: GCC left these loops scalar
     if (log) {
       const T ls = static_cast<T>(std::log(s[r]));
-      for (int64_t k = 0; k < n; ++k) b[r][k] = a[r][k] - mx[r] - ls;
+      const B vmx(mx[r]), vls(ls);
+      for (int64_t i = 0; i < full; i += W)
+        ((B::load_unaligned(a[r] + i) - vmx) - vls).store_unaligned(b[r] + i);
+      for (int64_t k = full; k < n; ++k) b[r][k] = a[r][k] - mx[r] - ls;
     } else {
       const T inv = static_cast<T>(1.0 / s[r]);
-      for (int64_t k = 0; k < n; ++k) b[r][k] *= inv;
+      const B vinv(inv);
+      for (int64_t i = 0; i < full; i += W)
+        (B::load_unaligned(b[r] + i) * vinv).store_unaligned(b[r] + i);
+      for (int64_t k = full; k < n; ++k) b[r][k] *= inv;
     }
   }
 }

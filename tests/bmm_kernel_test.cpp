@@ -61,7 +61,7 @@ TEST_CASE("bmm float: odd sizes and layouts against the double loop") {
                                : seq({bb, k, n}, kFloat32, 0.23);
         Tensor c = kernels::bmm(a, b);
         REQUIRE(c.shape() == Shape{bt, m, n});
-        CHECK(worst_error(c, a, b) < 1e-5);
+        CHECK(worst_error(c, a, b) < 1e-4);  // float sums of up to 300 terms
       }
 }
 

@@ -107,28 +107,34 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
   const int64_t N = q.size(0), L = q.size(1), S = k.size(1);
 
   const Tensor& b = in_proj_bias;
+  // q's 1 / sqrt(D) is folded into its projection's weight and bias: a pass over them instead
+  // of over q [N, L, E] (the same bits when D is a power of 4, as 16)
+  const double scale = std::sqrt(static_cast<double>(D));
   auto proj = [&](const Tensor& x, int64_t i) {  // [N, T, in] -> [N, T, E]
     const Param* separate[] = {&q_proj_weight, &k_proj_weight, &v_proj_weight};
     Tensor wi = in_proj_weight.defined() ? in_proj_weight->slice(0, i * E, (i + 1) * E)
                                          : separate[i]->get();
     Tensor bi = b.defined() ? b.slice(0, i * E, (i + 1) * E) : Tensor();
+    if (i == 0) {
+      wi = wi / scale;
+      if (bi.defined()) bi = bi / scale;
+    }
     return linear(x, wi, bi);
   };
   auto heads = [&](const Tensor& y) {  // [N, T, E] -> [N, T, H, D] -> [N, H, T, D]
     return y.reshape({N, y.size(1), H, D}).transpose(1, 2);
   };
-  const double scale = std::sqrt(static_cast<double>(D));
   Tensor qh, kh, vh;
   if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value) && !bias_k.defined()) {
     // Self-attention (one tensor as query, key and value): one [3E, E] product instead of three
-    // [E, E] ones (the same dot products), laid out [N, H, 3, L, D] by one copy so that each
-    // head's q, k and v are matrices whose (N, H) dims merge: the products below take them as
-    // they are instead of copying k, v and the strided q one by one.
-    Tensor qkv = linear(q, in_proj_weight, b)  // [N, L, 3E]
-                     .reshape({N, L, 3, H, D})
-                     .permute({0, 3, 2, 1, 4})
-                     .contiguous();
-    qh = qkv.select(2, 0) / scale;
+    // [E, E] ones (the same dot products). Each head's q, k and v are strided views of it,
+    // which the products below take as they are (matmul's two batch dims, N and H).
+    const Tensor& w = in_proj_weight;
+    const Tensor divisor = cat({full({E, 1}, scale, w.dtype()), ones({2 * E, 1}, w.dtype())});
+    Tensor qkv = linear(q, w / divisor, b.defined() ? b / divisor.view({3 * E}) : b)
+                     .reshape({N, L, 3, H, D})   // [N, L, 3E]
+                     .permute({0, 3, 2, 1, 4});  // [N, H, 3, L, D]
+    qh = qkv.select(2, 0);
     kh = qkv.select(2, 1);
     vh = qkv.select(2, 2);
   } else {
@@ -137,7 +143,7 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
       kp = cat({kp, bias_k->expand({N, 1, E})}, 1);
       vp = cat({vp, bias_v->expand({N, 1, E})}, 1);
     }
-    qh = heads(proj(q, 0)) / scale;
+    qh = heads(proj(q, 0));
     kh = heads(kp);
     vh = heads(vp);
   }

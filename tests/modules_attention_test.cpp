@@ -158,3 +158,49 @@ TEST_CASE("MultiheadAttention's fused self-attention projection gives the three 
                 "unbatched output");
   }
 }
+
+// An ensemble of self-attentions (one tensor as query, key and value: the fused projection, q's
+// scale in its weight, the products per head in td's own kernel), with the weights averaged and
+// per head: the same bits for any chunk_size, a loop, and two threads; the values of each module
+// called alone. D = 3 (a scale that is not a power of 2) and D = 4.
+TEST_CASE("a self-attention ensemble: the same bits for any chunk_size, a loop or two threads") {
+  for (auto [e, h] : {std::pair<int64_t, int64_t>{12, 4}, {16, 4}})
+    for (bool average : {true, false}) {
+      CAPTURE(e);
+      CAPTURE(average);
+      manual_seed(7);
+      std::vector<std::shared_ptr<nn::Module>> nets;
+      for (int i = 0; i < 5; ++i) {
+        auto m = std::make_shared<nn::MultiheadAttention>(e, h, 0.0, true, true);
+        Tensor b = m->in_proj_bias;
+        copy_(b, randn({3 * e}));
+        nets.push_back(m);
+      }
+      TensorDict params = TensorDict::from_modules(nets);
+      const Tensor x = randn({3, 17, e});
+      nn::FunctionalVmapOptions o{.params = params, .args = {x, x, x}};
+      o.kwargs.set("average_attn_weights", average);
+      const Value base = nn::functional_vmap(*nets[0], o);
+      for (int i = 0; i < 5; ++i) {
+        Value one = (*nets[i])({x, x, x}, {{"average_attn_weights", average}});
+        CHECK(allclose(base[0].tensor()[i], one[0].tensor(), 1e-5, 1e-6));
+        CHECK(allclose(base[1].tensor()[i], one[1].tensor(), 1e-5, 1e-6));
+      }
+      auto same = [&](const Value& r) {
+        return equal(r[0].tensor(), base[0].tensor()) && equal(r[1].tensor(), base[1].tensor());
+      };
+      for (int64_t c : {1, 2, 3, 4}) {
+        CAPTURE(c);
+        nn::FunctionalVmapOptions oc = o;
+        oc.chunk_size = c;
+        CHECK(same(nn::functional_vmap(*nets[0], oc)));
+      }
+      nn::FunctionalVmapOptions ol = o;
+      ol.loop = true;
+      CHECK(same(nn::functional_vmap(*nets[0], ol)));
+      set_num_threads(2);
+      const Value two = nn::functional_vmap(*nets[0], o);
+      set_num_threads(1);
+      CHECK(same(two));
+    }
+}

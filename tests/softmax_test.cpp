@@ -78,3 +78,36 @@ TEST_CASE("softmax and log_softmax on long rows, strided rows, NaN and -inf rows
   auto y = softmax(tensor(v, {2, 37}), 1).to_vector<float>();
   for (float f : y) CHECK(std::isnan(f));
 }
+
+// Contiguous rows run several at a time: a row's bits are those it has alone, or strided, and
+// its values those of a double loop, for row counts that leave a partial group.
+TEST_CASE("softmax: a row's bits do not depend on its neighbours or its layout") {
+  for (DType dt : {kFloat32, kFloat64})
+    for (int64_t n : {1, 3, 17, 33, 100})
+      for (int64_t rows : {1, 5, 13, 20})
+        for (bool log : {false, true}) {
+          CAPTURE(n);
+          CAPTURE(rows);
+          CAPTURE(log);
+          std::vector<double> v(static_cast<size_t>(rows * n));
+          for (size_t i = 0; i < v.size(); ++i)
+            v[i] = 4.0 * std::sin(0.37 * static_cast<double>(i));
+          const Tensor x = tensor<double>(v, {rows, n}).to(dt);
+          auto f = [&](const Tensor& t) { return log ? log_softmax(t, -1) : softmax(t, -1); };
+          const Tensor all = f(x);
+          const Tensor strided = f(x.t().contiguous().t());
+          CHECK(equal(strided, all));
+          const auto got = all.to(kFloat64).to_vector<double>();
+          for (int64_t i = 0; i < rows; ++i) {
+            CHECK(equal(f(x.slice(0, i, i + 1)), all.slice(0, i, i + 1)));
+            double mx = -INFINITY, sum = 0;
+            for (int64_t j = 0; j < n; ++j) mx = std::max(mx, v[i * n + j]);
+            for (int64_t j = 0; j < n; ++j) sum += std::exp(v[i * n + j] - mx);
+            for (int64_t j = 0; j < n; ++j) {
+              const double want =
+                  log ? v[i * n + j] - mx - std::log(sum) : std::exp(v[i * n + j] - mx) / sum;
+              CHECK(std::abs(got[i * n + j] - want) <= 1e-6 * (1.0 + std::abs(want)));
+            }
+          }
+        }
+}

@@ -8,6 +8,7 @@
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/small_gemm.h"
 #include "engine/parallel.h"
 
 #ifdef TD_WITH_OPENBLAS
@@ -196,13 +197,35 @@ bool goes_to_blas(int64_t rows, int64_t cols, int64_t k) {
 
 template <class T>
 void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t bt = out.size(0), m = out.size(1), n = out.size(2), k = a.size(2);
+  // one batch dim [Bt, ., .] or two [B1, B2, ., .] (entry i is (i / B2, i % B2)); a size 1
+  // broadcasts
+  const int64_t nb = out.dim() - 2, b2 = nb == 2 ? out.size(1) : 1;
+  const int64_t m = out.size(nb), n = out.size(nb + 1), k = a.size(nb + 1);
+  const int64_t bt = out.size(0) * b2;
   T* po = out.data<T>();
   const T* pa = a.data<T>();
   const T* pb = b.data<T>();
-  const int64_t sa = a.size(0) == 1 ? 0 : a.stride(0);
-  const int64_t sb = b.size(0) == 1 ? 0 : b.stride(0);
-  const int64_t a1 = a.stride(1), a2 = a.stride(2), b1 = b.stride(1), b2 = b.stride(2);
+  auto batch_stride = [&](const Tensor& t, int64_t d) {
+    return d < nb && t.size(d) > 1 ? t.stride(d) : 0;
+  };
+  const int64_t sa = batch_stride(a, 0), sa2 = batch_stride(a, 1);
+  const int64_t sb = batch_stride(b, 0), sb2 = batch_stride(b, 1);
+  auto at_a = [&](int64_t i) { return pa + i / b2 * sa + i % b2 * sa2; };
+  auto at_b = [&](int64_t i) { return pb + i / b2 * sb + i % b2 * sb2; };
+  const int64_t a1 = a.stride(nb), a2 = a.stride(nb + 1), b1 = b.stride(nb), b2s = b.stride(nb + 1);
+  if constexpr (std::is_same_v<T, float>) {
+    // Our kernel, by b's size alone: each output's bits then do not depend on m, which differs
+    // between a set alone and a batch folded into it (matmul against a shared matrix). Many
+    // tiny products (attention's q @ k^T per head) cost a BLAS call and a zero fill each.
+    if (small_gemm_chain_pays(n, k)) {
+      for_each_block(bt, m, n, k, false, [&](int64_t i, Block blk) {
+        small_gemm_chain(at_a(i) + blk.r0 * a1, a1, a2, at_b(i) + blk.c0 * b2s, b1, b2s,
+                         po + i * m * n + blk.r0 * n + blk.c0, n, blk.r1 - blk.r0, blk.c1 - blk.c0,
+                         k);
+      });
+      return;
+    }
+  }
   for_each_block(bt, m, n, k, true, [&](int64_t i, Block blk) {
     OutMap<T> y(po + i * m * n + blk.r0 * n + blk.c0, blk.r1 - blk.r0, blk.c1 - blk.c0,
                 Eigen::OuterStride<>(n));
@@ -210,8 +233,8 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
       y.setZero();
       return;
     }
-    Operand<T> oa{pa + i * sa + blk.r0 * a1, blk.r1 - blk.r0, k, a1, a2};
-    Operand<T> ob{pb + i * sb + blk.c0 * b2, k, blk.c1 - blk.c0, b1, b2};
+    Operand<T> oa{at_a(i) + blk.r0 * a1, blk.r1 - blk.r0, k, a1, a2};
+    Operand<T> ob{at_b(i) + blk.c0 * b2s, k, blk.c1 - blk.c0, b1, b2s};
     with_map(oa, [&](const auto& ma) {
       with_map(ob, [&](const auto& mb) { product_into<T>(y, ma, mb, false); });
     });
@@ -315,17 +338,28 @@ void set_blas_threads(int threads) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  if (a.dim() != 3 || b.dim() != 3)
-    throw_error<ValueError>("[bmm] expects 3-D operands, got ", a.shape(), " and ", b.shape());
+  // 4-D operands (two batch dims that do not merge into one without a copy) are matmul's, float
+  if ((a.dim() != 3 && a.dim() != 4) || b.dim() != a.dim() ||
+      (a.dim() == 4 && a.dtype() != DType::Float32 && a.dtype() != DType::Float64))
+    throw_error<ValueError>("[bmm] expects 3-D operands (or float 4-D ones), got ", a.shape(),
+                            " and ", b.shape());
   if (a.dtype() != b.dtype())
     throw_error<TypeError>("[bmm] dtype mismatch: ", a.dtype(), " and ", b.dtype());
   check_gemm_dtype("bmm", a, b);
-  const int64_t ba = a.size(0), bb = b.size(0);
-  if (a.size(2) != b.size(1) || (ba != bb && ba != 1 && bb != 1))
+  const int64_t nb = a.dim() - 2;
+  Shape shape(a.shape().begin(), a.shape().begin() + nb);
+  bool ok = a.size(nb + 1) == b.size(nb);
+  for (int64_t d = 0; d < nb; ++d) {
+    const int64_t x = a.size(d), y = b.size(d);
+    ok = ok && (x == y || x == 1 || y == 1);
+    shape[d] = x == 1 ? y : x;
+  }
+  if (!ok)
     throw_error<ValueError>("[bmm] shapes ", a.shape(), " and ", b.shape(),
                             " cannot be multiplied");
-  const int64_t bt = ba == 1 ? bb : ba;
-  Tensor out = Tensor::empty({bt, a.size(1), b.size(2)}, a.dtype());
+  shape.push_back(a.size(nb));
+  shape.push_back(b.size(nb + 1));
+  Tensor out = Tensor::empty(shape, a.dtype());
   count_kernel(KernelKind::Gemm);
   if (out.numel() == 0) return out;
   switch (a.dtype()) {

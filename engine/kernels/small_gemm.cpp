@@ -44,6 +44,7 @@ struct Product {
   bool relu;
   const float* next_b;     // b and bias of the product that comes next (same shapes), or null:
   const float* next_bias;  // their first lines are fetched while this one's last panel runs
+  bool one_chain = false;  // every output one FMA chain in k order (small_gemm_chain)
   const PanelSource* src = nullptr;
 };
 
@@ -61,8 +62,8 @@ inline V panel_load(const float* panel, const int64_t* offs, int64_t p, int64_t 
 
 template <int R, bool G>
 void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const int64_t* offs,
-          int64_t kc, const float* col_init, const float* row_init, bool first, bool relu, float* c,
-          int64_t crs, int64_t ccs, int64_t nc) {
+          int64_t kc, const float* col_init, const float* row_init, bool first, bool relu,
+          bool one_chain, float* c, int64_t crs, int64_t ccs, int64_t nc) {
   // Every loop over the R rows is unrolled, so the accumulators stay in registers from the
   // start to the store (a loop with branches inside kept them on the stack: a tenth of a tile
   // at depth 64).
@@ -96,28 +97,31 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const in
   int64_t p = 0;
   if constexpr (R <= 3) {
     // 2R accumulators are too few chains to hide the FMA latency: odd steps go to a second set
-    V odd[R][2];
+    // (unless each output must be one chain)
+    if (!one_chain) {
+      V odd[R][2];
 #pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) odd[r][0] = odd[r][1] = V(0.0f);
-    for (; p + 2 <= kc; p += 2) {
-      const V b0 = panel_load<G>(panel, offs, p, 0);
-      const V b1 = panel_load<G>(panel, offs, p, W);
-      const V c0 = panel_load<G>(panel, offs, p + 1, 0);
-      const V c1 = panel_load<G>(panel, offs, p + 1, W);
+      for (int r = 0; r < R; ++r) odd[r][0] = odd[r][1] = V(0.0f);
+      for (; p + 2 <= kc; p += 2) {
+        const V b0 = panel_load<G>(panel, offs, p, 0);
+        const V b1 = panel_load<G>(panel, offs, p, W);
+        const V c0 = panel_load<G>(panel, offs, p + 1, 0);
+        const V c1 = panel_load<G>(panel, offs, p + 1, W);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const V av(a[r * ars + p * acs]);
+          const V aw(a[r * ars + (p + 1) * acs]);
+          acc[r][0] = fmadd(av, b0, acc[r][0]);
+          acc[r][1] = fmadd(av, b1, acc[r][1]);
+          odd[r][0] = fmadd(aw, c0, odd[r][0]);
+          odd[r][1] = fmadd(aw, c1, odd[r][1]);
+        }
+      }
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
-        const V av(a[r * ars + p * acs]);
-        const V aw(a[r * ars + (p + 1) * acs]);
-        acc[r][0] = fmadd(av, b0, acc[r][0]);
-        acc[r][1] = fmadd(av, b1, acc[r][1]);
-        odd[r][0] = fmadd(aw, c0, odd[r][0]);
-        odd[r][1] = fmadd(aw, c1, odd[r][1]);
+        acc[r][0] += odd[r][0];
+        acc[r][1] += odd[r][1];
       }
-    }
-#pragma GCC unroll 8
-    for (int r = 0; r < R; ++r) {
-      acc[r][0] += odd[r][0];
-      acc[r][1] += odd[r][1];
     }
   }
   for (; p < kc; ++p) {
@@ -145,6 +149,16 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const in
     }
     return;
   }
+  if (ccs == 1 && nc >= W) {  // the first vector whole, the rest through tmp
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      acc[r][0].store_unaligned(c + r * crs);
+      acc[r][1].store_aligned(tmp[r] + W);
+    }
+    for (int r = 0; r < R; ++r)
+      for (int64_t j = W; j < nc; ++j) c[r * crs + j] = tmp[r][j];
+    return;
+  }
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r) {
     acc[r][0].store_aligned(tmp[r]);
@@ -155,7 +169,8 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const in
 }
 
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, const int64_t*, int64_t,
-                        const float*, const float*, bool, bool, float*, int64_t, int64_t, int64_t);
+                        const float*, const float*, bool, bool, bool, float*, int64_t, int64_t,
+                        int64_t);
 // Tiles of up to MR + kJoin rows (see run()); kMaxRows bounds every per-tile row buffer.
 constexpr int64_t kJoin = W == 16 ? 2 : 0;
 constexpr int64_t kMaxRows = MR + 2;
@@ -290,7 +305,7 @@ void run(const Product& q) {
         (view.offs ? kTiles<true> : kTiles<false>)[rows](
             q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, view.base, view.offs, kc,
             q.col_bias ? col_init : nullptr, q.row_bias ? row_init : nullptr, first, q.relu && last,
-            q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
+            q.one_chain, q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
       }
     }
   }
@@ -489,14 +504,46 @@ void fill_bias(const float* bias, float* c, int64_t crs, int64_t m, int64_t n) {
 void small_gemm_panels(const float* a, int64_t ars, const PanelSource& src, const float* bias,
                        float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
   if (k == 0) return fill_bias(bias, c, crs, m, n);
-  run({a, ars, 1, nullptr, 0, 0, nullptr, bias, 1, c, crs, 1, m, n, k, false, nullptr, nullptr,
-       &src});
+  run({a,   ars, 1, nullptr, 0, 0,     nullptr, bias,    1,     c,
+       crs, 1,   m, n,       k, false, nullptr, nullptr, false, &src});
 }
 
 void small_gemm_nn(const float* a, int64_t ars, const float* b, int64_t brs, const float* bias,
                    float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
   if (k == 0) return fill_bias(bias, c, crs, m, n);
   run({a, ars, 1, b, 1, brs, nullptr, bias, 1, c, crs, 1, m, n, k, false, nullptr, nullptr});
+}
+
+bool small_gemm_chain_pays(int64_t n, int64_t k) {
+  return n * k * static_cast<int64_t>(sizeof(float)) <= (1 << 20);
+}
+
+void small_gemm_chain(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs,
+                      int64_t bcs, float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i) std::fill(c + i * crs, c + i * crs + n, 0.0f);
+    return;
+  }
+  // Blocks of rows of a that stay in L2 while b's panels pass (the blocks do not change the bits).
+  const int64_t block =
+      std::max<int64_t>(MR, (256 << 10) / (k * static_cast<int64_t>(sizeof(float))));
+  for (int64_t i0 = 0; i0 < m; i0 += block) {
+    const int64_t rows = std::min(block, m - i0);
+    const float* ai = a + i0 * ars;
+    float* ci = c + i0 * crs;
+    Product q{ai,  ars, acs,  b, bcs, brs,   nullptr, nullptr, 1,   ci,
+              crs, 1,   rows, n, k,   false, nullptr, nullptr, true};
+    if (n < W && rows > n) {
+      // Under a vector of columns would leave most of a panel empty: c^T = b^T @ a^T instead,
+      // a's rows as the panel's columns (as small_gemm_nt; its stores are scalar).
+      std::swap(q.a, q.b);
+      std::swap(q.ars, q.brs);
+      std::swap(q.acs, q.bcs);
+      std::swap(q.crs, q.ccs);
+      std::swap(q.rows, q.cols);
+    }
+    run(q);
+  }
 }
 
 }  // namespace td::kernels::TD_ISA

@@ -1,7 +1,8 @@
 #pragma once
-// small_gemm.cpp's register-blocked product with b's panels packed by the caller (a
-// convolution's receptive fields, gathered straight from its input). For the kernel files only
-// (TD_ISA names the level they are compiled for).
+// small_gemm.cpp's register-blocked product for the other kernel files: with b's panels packed
+// by the caller (conv.cpp: a convolution's receptive fields, gathered straight from its input),
+// and with every output one chain (gemm.cpp's bmm). For the kernel files only (TD_ISA names the
+// level they are compiled for).
 #include <cstdint>
 #include <xsimd/xsimd.hpp>
 
@@ -37,5 +38,16 @@ void small_gemm_panels(const float* a, int64_t ars, const PanelSource& src, cons
 // with unit column stride and the given row stride.
 void small_gemm_nn(const float* a, int64_t ars, const float* b, int64_t brs, const float* bias,
                    float* c, int64_t crs, int64_t m, int64_t n, int64_t k);
+
+// c = a @ b for float a [m, k] and b [k, n] with any element strides (a(i, p) at
+// a + i * ars + p * acs, b(p, j) at b + p * brs + j * bcs), c [m, n] row-major with row stride
+// crs. Every c(i, j) is one chain of fused multiply-adds over p in order from zero, so its bits
+// depend on row i of a and column j of b alone: not on m, n, the strides or the tiles, so a
+// matmul's batch folded into m and one set alone give the same bits.
+void small_gemm_chain(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs,
+                      int64_t bcs, float* c, int64_t crs, int64_t m, int64_t n, int64_t k);
+
+// Whether small_gemm_chain runs a product with b [k, n] (b must stay in L2 while a's rows pass).
+bool small_gemm_chain_pays(int64_t n, int64_t k);
 
 }  // namespace td::kernels::TD_ISA

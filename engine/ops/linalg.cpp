@@ -1,4 +1,8 @@
 // matmul with PyTorch's full rules and linear; both end in one GEMM kernel.
+#include <array>
+#include <utility>
+#include <vector>
+
 #include "engine/kernels/kernels.h"
 #include "engine/ops.h"
 #include "engine/ops/impls.h"
@@ -36,6 +40,49 @@ Tensor as_3d(const Tensor& t, const Shape& batch) {
   return t.expand(full).reshape({shape_numel(batch), r, c});
 }
 
+// The batch dims of t expanded to `batch`, merged where a view allows: (size, stride) groups,
+// outermost first.
+std::vector<std::array<int64_t, 2>> batch_groups(const Tensor& t, const Shape& batch) {
+  const int64_t lead = static_cast<int64_t>(batch.size()) - (t.dim() - 2);
+  std::vector<std::array<int64_t, 2>> groups;
+  for (int64_t d = 0; d < static_cast<int64_t>(batch.size()); ++d) {
+    if (batch[d] == 1) continue;
+    const int64_t td = d - lead;  // t's dim, or none (broadcast: stride 0)
+    const int64_t stride = td < 0 || t.size(td) == 1 ? 0 : t.stride(td);
+    if (!groups.empty() && groups.back()[1] == stride * batch[d])
+      groups.back() = {groups.back()[0] * batch[d], stride};
+    else
+      groups.push_back({batch[d], stride});
+  }
+  return groups;
+}
+
+// a and b as bmm's operands: [Bt, ., .] each, or, for float operands whose batch dims do not
+// merge into one without a copy but split into the same two groups (attention's heads viewed in
+// a fused projection's output), [B1, B2, ., .] views.
+std::pair<Tensor, Tensor> as_bmm_operands(const Tensor& a, const Tensor& b, const Shape& batch) {
+  auto three = [&] { return std::pair{as_3d(a, batch), as_3d(b, batch)}; };
+  if ((a.dtype() != DType::Float32 && a.dtype() != DType::Float64) || shape_numel(batch) == 0)
+    return three();
+  auto ga = batch_groups(a, batch), gb = batch_groups(b, batch);
+  if (ga.size() <= 1 && gb.size() <= 1) return three();
+  // one group splits anywhere; two must be the same split
+  auto split = [](std::vector<std::array<int64_t, 2>>& g, int64_t inner) {
+    if (g.size() == 1 && g[0][0] % inner == 0)
+      g = {{g[0][0] / inner, g[0][1] * inner}, {inner, g[0][1]}};
+  };
+  if (ga.size() == 2) split(gb, ga[1][0]);
+  if (gb.size() == 2) split(ga, gb[1][0]);
+  if (ga.size() != 2 || gb.size() != 2 || ga[0][0] != gb[0][0] || ga[1][0] != gb[1][0])
+    return three();
+  auto view = [](const Tensor& t, const std::vector<std::array<int64_t, 2>>& g) {
+    return Tensor::from_storage_unchecked(
+        t.storage(), t.dtype(), {g[0][0], g[1][0], t.size(-2), t.size(-1)},
+        {g[0][1], g[1][1], t.stride(-2), t.stride(-1)}, t.offset());
+  };
+  return {view(a, ga), view(b, gb)};
+}
+
 Tensor matmul_nd(const Tensor& a0, const Tensor& b0) {
   Tensor a = a0, b = b0;
   const bool a_vec = a.dim() == 1, b_vec = b.dim() == 1;
@@ -52,7 +99,8 @@ Tensor matmul_nd(const Tensor& a0, const Tensor& b0) {
     Tensor a3 = a.reshape({1, shape_numel(ba) * m, k});
     out = kernels::bmm(a3, b.unsqueeze(0));
   } else {
-    out = kernels::bmm(as_3d(a, batch), as_3d(b, batch));
+    auto [a3, b3] = as_bmm_operands(a, b, batch);
+    out = kernels::bmm(a3, b3);
   }
   Shape shape = batch;
   if (!a_vec) shape.push_back(m);

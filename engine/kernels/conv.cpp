@@ -1,6 +1,6 @@
 // conv2d's loops around its GEMM: im2col (an input's receptive fields as the columns of a
 // matrix) and conv_scatter (the GEMM's rows into the output's channels, plus bias), or
-// conv_plane, whose GEMM packs the receptive fields from the input itself.
+// conv_planes, whose GEMM packs the receptive fields from the input itself.
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -234,8 +234,8 @@ class PatchPanels final : public PanelSource {
   int64_t ns_, cs_, rs_, xs_;  // x's strides, and a window's step along a row
   int64_t plane_ = 0;          // the first channel of the image's group
   std::vector<Tap> taps_;
-  std::vector<int64_t>
-      offs_;  // tap p's element at (oy, ox) is plane_ + offs_[p] + oy*s0*rs + ox*xs
+  // tap p's element at (oy, ox) is plane_ + offs_[p] + oy * s0 * rs + ox * xs
+  std::vector<int64_t> offs_;
   // every tap's rows and columns: a panel inside these needs no bounds
   int64_t dy_lo_ = INT64_MAX, dy_hi_ = INT64_MIN, lo_ = 0, hi_ = INT64_MAX;
 };

@@ -520,10 +520,7 @@ bool small_gemm_chain_pays(int64_t n, int64_t k) {
 
 void small_gemm_chain(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs,
                       int64_t bcs, float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
-  if (k == 0) {
-    for (int64_t i = 0; i < m; ++i) std::fill(c + i * crs, c + i * crs + n, 0.0f);
-    return;
-  }
+  if (k == 0) return fill_bias(nullptr, c, crs, m, n);
   // Blocks of rows of a that stay in L2 while b's panels pass (the blocks do not change the bits).
   const int64_t block =
       std::max<int64_t>(MR, (256 << 10) / (k * static_cast<int64_t>(sizeof(float))));

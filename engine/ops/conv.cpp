@@ -103,35 +103,33 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   // so these keep the columns. A choice by shape alone, so a set gets the same bits batched,
   // chunked or looped.
   const int64_t hw = g.oh * g.ow;
-  if (x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk)) {
-    Tensor wc = w.contiguous();
-    const std::vector<float> fbias(bias.begin(), bias.end());
-    const bool gather = g.stride[1] == 1 && g.ow >= 64;
-    for (int64_t g0 = 0; g0 < g.groups; g0 += gather ? g.groups : block) {
-      const int64_t g1 = gather ? g.groups : std::min(g0 + block, g.groups);
-      Tensor cols;
-      if (!gather) {
-        cols = Tensor::empty({g1 - g0, ckk, l}, x.dtype());
-        kernels::im2col(x4, g, g0, g1, cols);
-      }
-      // t = (bank * (g1 - g0) + group - g0) * N + image
+  const bool direct =
+      x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk);
+  const bool gather = direct && g.stride[1] == 1 && g.ow >= 64;
+  Tensor wc = direct ? w.contiguous() : w;
+  const std::vector<float> fbias(bias.begin(), bias.end());
+  const int64_t step = gather ? g.groups : block;  // columns: a block of groups at a time
+  for (int64_t g0 = 0; g0 < g.groups; g0 += step) {
+    const int64_t g1 = std::min(g0 + step, g.groups), gb = g1 - g0;
+    Tensor cols;
+    if (!gather) {
+      cols = Tensor::empty({gb, ckk, l}, x.dtype());
+      kernels::im2col(x4, g, g0, g1, cols);
+    }
+    if (direct) {
+      // t = (bank * gb + group - g0) * N + image
       auto planes = [&](int64_t t0, int64_t t1) {
         kernels::conv_planes(x4, cols, g, g0, g1, wc.data<float>(),
                              b.defined() ? fbias.data() : nullptr, out, t0, t1);
       };
-      const int64_t tasks = sets * (g1 - g0) * g.n;
+      const int64_t tasks = sets * gb * g.n;
       if (num_threads() > 1 && tasks > 1 &&
-          2.0 * static_cast<double>(sets * (g1 - g0) * og) * l * ckk > 4e6)
+          2.0 * static_cast<double>(sets * gb * og) * l * ckk > 4e6)
         parallel_for(tasks, planes);
       else
         planes(0, tasks);
+      continue;
     }
-    return {x.dim() == 3 ? out.squeeze(0) : out};
-  }
-  for (int64_t g0 = 0; g0 < g.groups; g0 += block) {
-    const int64_t gb = std::min(block, g.groups - g0);
-    Tensor cols = Tensor::empty({gb, ckk, l}, x.dtype());
-    kernels::im2col(x4, g, g0, g0 + gb, cols);
     for (int64_t s = 0; s < sets; ++s) {
       // [gb, Og, Cg*kh*kw] @ [gb, Cg*kh*kw, N*OH*OW]: the block's groups in one batched GEMM
       const int64_t ch0 = s * g.cout + g0 * og;  // the block's first output channel

@@ -1,6 +1,7 @@
 #pragma once
 // TensorDict: a nested, insertion-ordered map of tensors whose leaves share leading batch dims
 // (the parameter store of functional_vmap). Dotted keys ("0.weight") address nested entries.
+#include <cstdint>
 #include <functional>
 #include <initializer_list>
 #include <memory>
@@ -15,6 +16,13 @@ namespace td {
 namespace nn {
 class Module;
 }
+
+// Sets [begin, end) of a stacked ensemble, counted over its batch dims flattened (row-major).
+struct SetRange {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+};
 
 // Options of TensorDict::from_modules (at namespace scope so that `= {}` defaults compile).
 struct FromModulesOptions {

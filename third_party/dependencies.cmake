@@ -32,3 +32,17 @@ if(NOT TD_TORCH_CHECKPOINTS STREQUAL "OFF")
   endif()
 endif()
 message(STATUS "td: PyTorch .pt checkpoints: ${TD_USE_LIBZIP} (TD_TORCH_CHECKPOINTS=${TD_TORCH_CHECKPOINTS})")
+
+# MPI for sharding an ensemble's sets across processes (vmap/distributed.h, target td::mpi):
+# optional, see TD_MPI.
+set(TD_USE_MPI OFF)
+if(NOT TD_MPI STREQUAL "OFF")
+  set(MPI_CXX_SKIP_MPICXX ON)  # the C API only, through the C++ compiler
+  find_package(MPI COMPONENTS CXX QUIET)
+  if(MPI_CXX_FOUND)
+    set(TD_USE_MPI ON)
+  elseif(TD_MPI STREQUAL "ON")
+    message(FATAL_ERROR "TD_MPI=ON but MPI was not found (apt-get install libopenmpi-dev openmpi-bin)")
+  endif()
+endif()
+message(STATUS "td: MPI (td::mpi): ${TD_USE_MPI} (TD_MPI=${TD_MPI})")

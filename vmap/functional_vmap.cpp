@@ -100,6 +100,19 @@ Value select_set(const PerSet& x, int64_t i) {
                   });
 }
 
+// Sets [begin, end) of a per-set input from per_set_value.
+PerSet narrow_sets(const PerSet& x, SetRange r) {
+  Value v =
+      zip_dims(x.value, x.dims, DimsPath{},
+               [&](const Value& v, std::optional<int64_t> dim, const DimsPath&, bool) -> Value {
+                 if (!dim) return v;
+                 if (v.is_tensor()) return v.tensor().narrow(0, r.begin, r.size());
+                 if (v.is_tensordict()) return v.tensordict().slice(r.begin, r.end);
+                 return v;
+               });
+  return {std::move(v), x.dims};
+}
+
 // The first Tensor leaf of v, if any.
 std::optional<Tensor> first_tensor(const Value& v) {
   std::optional<Tensor> first;
@@ -276,7 +289,7 @@ void name_shared_write(const ExpandedWriteError& e, const Module& module, const 
 
 Value run_loop(const Module& module, const std::string& method, const TensorDict& params,
                const ValueList& args, const ValueDict& kwargs,
-               const std::map<std::string, PerSet>& per_set, int64_t batch,
+               const std::map<std::string, PerSet>& per_set, int64_t batch, int64_t set_offset,
                const std::function<void(int64_t, int64_t)>& progress) {
   // every set's output is kept until they are stacked: refuse 10^9 sets up front
   check_memory_budget("functional_vmap", batch, kChunkBytes, "sets run one at a time (loop=true)");
@@ -287,7 +300,8 @@ Value run_loop(const Module& module, const std::string& method, const TensorDict
   try {
     for (int64_t i = 0; i < batch; ++i) {
       // set i draws what it would draw as set i of a batched call with randomness "different"
-      set_rng_state({entry.seed, entry.stream, combine_set_key(entry.set_key, i)});
+      set_rng_state({entry.seed, entry.stream,
+                     combine_set_key(entry.set_key, static_cast<uint64_t>(set_offset + i))});
       ValueDict kw = kwargs;
       for (const auto& [key, x] : per_set) kw.set(key, select_set(x, i));
       ParameterOverride override(module, params[i]);
@@ -436,13 +450,27 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
         "[functional_vmap] in_dims is not empty but params has no batch "
         "dimension (batch_size [])");
   const std::string method = o.method.value_or("forward");
+  if (o.first_set < 0)
+    throw_error<ValueError>("[functional_vmap] first_set must be >= 0, got ", o.first_set);
+  if (o.sets) {
+    const int64_t total = shape_numel(batch_size);
+    if (nb == 0 || o.sets->begin < 0 || o.sets->begin > o.sets->end || o.sets->end > total)
+      throw_error<ValueError>("[functional_vmap] sets [", o.sets->begin, ", ", o.sets->end,
+                              ") is not a range of the ", total, " sets of params.batch_size ",
+                              batch_size);
+  }
+  const int64_t set_offset = o.first_set + (o.sets ? o.sets->begin : 0);
 
   // params' structure and per-set shapes are checked by ParameterOverride, before the module
   // runs on any set.
   std::map<std::string, PerSet> per_set;  // empty without batch dims (checked above)
   for (const auto& [key, dims] : o.in_dims)
     per_set[key] = per_set_value(key, o.kwargs.at(key), dims, batch_size);
-  TensorDict flat = nb <= 1 ? params : params.flatten_batch();
+  const TensorDict whole = nb <= 1 ? params : params.flatten_batch();
+  // a slice of the sets is a view: their buffer updates land in `whole`
+  const TensorDict flat = o.sets ? whole.slice(o.sets->begin, o.sets->end) : whole;
+  if (o.sets)
+    for (auto& [key, x] : per_set) x = narrow_sets(x, *o.sets);
   // inside vmap an override sees each set's view and cannot compare a tied pair: check it here
   ParameterOverride::check_tied(module, flat, "functional_vmap");
   BufferSnapshot snapshot(module, flat);
@@ -455,7 +483,8 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
     const int64_t batch = flat.batch_size()[0];
     Value out;
     if (o.loop && batch > 0) {
-      out = run_loop(module, method, flat, o.args, o.kwargs, per_set, batch, o.progress);
+      out =
+          run_loop(module, method, flat, o.args, o.kwargs, per_set, batch, set_offset, o.progress);
     } else {
       ensure_batch_rules();
       ValueList vargs{Value(flat)};
@@ -472,6 +501,7 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
           o.chunk_size ? Blocks{o.chunk_size, false}
                        : auto_blocks(module, method, flat, batch, o.args, o.kwargs, per_set);
       vo.chunk_size = blocks.chunk_size;
+      vo.set_offset = set_offset;
       if (o.progress) vo.progress = [&](int64_t done) { o.progress(done, batch); };
       auto f = [&](const ValueList& a) -> Value {
         ValueDict kw = o.kwargs;
@@ -488,12 +518,21 @@ Value functional_vmap(const Module& module, const FunctionalVmapOptions& o) {
         throw;
       }
     }
-    if (nb > 1) write_back_buffers(module, params, flat);
-    return nb == 1 ? out : unflatten_outputs(out, batch_size);
+    if (nb > 1) write_back_buffers(module, params, whole);
+    return nb == 1 || o.sets ? out : unflatten_outputs(out, batch_size);
   } catch (...) {
     snapshot.restore();
     throw;
   }
+}
+
+SetRange shard_sets(int64_t sets, int64_t rank, int64_t ranks) {
+  if (sets < 0 || ranks <= 0 || rank < 0 || rank >= ranks)
+    throw_error<ValueError>("[shard_sets] needs sets >= 0 and 0 <= rank < ranks, got sets ", sets,
+                            ", rank ", rank, ", ranks ", ranks);
+  const int64_t base = sets / ranks, extra = sets % ranks;
+  const int64_t begin = rank * base + std::min(rank, extra);
+  return {begin, begin + base + (rank < extra ? 1 : 0)};
 }
 
 }  // namespace td::nn

@@ -29,6 +29,13 @@ struct FunctionalVmapOptions {
   // Called with the sets done and the total after each chunk (each set with loop), one call at
   // a time: a long run's progress. An exception it throws ends the call as the module's would.
   std::function<void(int64_t done, int64_t total)> progress = {};
+  // Only sets [begin, end) of params' batch dims flattened: a shard of the ensemble, the rest
+  // computed elsewhere (another process: vmap/distributed.h). The outputs carry one leading dim
+  // of end - begin sets, buffers change for those sets only, in_dims inputs give those sets.
+  std::optional<SetRange> sets = std::nullopt;
+  // params' set 0 is set first_set of a larger ensemble (params holds a shard of it): set i draws
+  // the random numbers set first_set + i draws in the whole call.
+  int64_t first_set = 0;
 };
 
 // Every Tensor leaf of the result has params.batch_size() as leading dims. Never mutates the
@@ -39,5 +46,10 @@ struct FunctionalVmapOptions {
 // td's modules do; any other module is called from the caller's thread only); the results are
 // those of one thread.
 Value functional_vmap(const Module& module, const FunctionalVmapOptions& options);
+
+// The sets that rank `rank` of `ranks` computes among `sets`: contiguous ranges in rank order,
+// sizes differing by at most one (the first sets % ranks ranks have one more); empty ranges for
+// the ranks beyond the sets. ValueError unless 0 <= rank < ranks and sets >= 0.
+SetRange shard_sets(int64_t sets, int64_t rank, int64_t ranks);
 
 }  // namespace td::nn

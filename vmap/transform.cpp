@@ -207,7 +207,7 @@ Value vmap_call(const std::function<Value(const ValueList&)>& f, const ValueList
     const int64_t start = chunks[k].first,
                   n = chunks[k].second;  // not a binding: clang 14 cannot capture one
     set_rng_state(saved);                // each set's draws do not depend on the chunking
-    VmapLevelScope scope(n, o.randomness, start);
+    VmapLevelScope scope(n, o.randomness, o.set_offset + start);
     const int64_t lv = scope.level();
     cs[k].level = lv;
     ValueList inner;

@@ -39,6 +39,9 @@ struct VmapOptions {
   // Called after each chunk with the number of sets done so far, one call at a time (from the
   // thread that ran the chunk when chunks run concurrently).
   std::function<void(int64_t sets_done)> progress = {};
+  // Index of set 0 among the sets of a larger call (a shard of them): set i draws the random
+  // numbers set set_offset + i draws there.
+  int64_t set_offset = 0;
 };
 
 // The non-template core: runs f over the batch of args.

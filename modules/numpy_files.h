@@ -16,6 +16,13 @@
 namespace td {
 
 Tensor load_npy(const std::string& path);
+// Sets [sets.begin, sets.end) of a per-set input in an .npy file: the array holds num_sets sets at
+// dims [dim, dim + ndims) and becomes shape[:dim] + [sets.size()] + shape[dim + ndims:], reading
+// only their bytes (one run per index of the dims before dim; a Fortran-order array is read whole
+// and sliced). A ValueError naming the file, its shape, dim and the range when it has too few dims
+// or other than num_sets sets there; a regular file only.
+Tensor load_npy_input(const std::string& path, SetRange sets, int64_t num_sets, int64_t dim = 0,
+                      int64_t ndims = 1);
 void save_npy(const Tensor& t, const std::string& path);  // atomically, as save_safetensors
 // Keys are the member names without ".npy" (dots nest, as in safetensors files).
 TensorDict load_npz(const std::string& path);

@@ -1,5 +1,6 @@
 // Reading NumPy's .npy and .npz files (numpy_files.h): the header's dict literal parsed by hand
 // (only what np.save writes), checked against the limits before any data is touched.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "engine/limits.h"
 #include "engine/ops.h"
 #include "modules/file_elements.h"
+#include "modules/file_sets.h"
 #include "modules/numpy_files.h"
 
 namespace td {
@@ -155,11 +157,15 @@ std::string read_file(const char* op, const std::string& path) {
   return bytes;
 }
 
-}  // namespace
-
-namespace detail {
-
-Tensor parse_npy(std::string_view b, const std::string& what) {
+// What an .npy file's header says: the array's shape, order and element type, and where its
+// data starts. `b` holds at least the header (the data is not needed).
+struct NpyLayout {
+  NpyHeader header;
+  const detail::FileElement* type;
+  uint64_t data_start;
+  int64_t numel;
+};
+NpyLayout npy_layout(std::string_view b, const std::string& what) {
   auto fail = [&](auto&&... why) { throw_error<ValueError>("[load_npy] ", what, ": ", why...); };
   if (b.size() < 10 || b.substr(0, 6) != "\x93NUMPY")
     fail("not an .npy file (no \\x93NUMPY magic)");
@@ -174,23 +180,39 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
   const size_t start = 8 + lenbytes;
   if (hlen > b.size() - start)
     fail("header length ", hlen, " runs beyond the end of the file (", b.size(), " bytes)");
-  const NpyHeader h = parse_header(b.substr(start, hlen), what);
-  const detail::FileElement& t = source_type(h.descr, what);
-  int64_t numel = 1;
-  for (int64_t d : h.shape)
-    if (__builtin_mul_overflow(numel, d, &numel)) fail("shape ", h.shape, " overflows");
-  const std::string_view data = b.substr(start + hlen);
+  NpyLayout l{parse_header(b.substr(start, hlen), what), nullptr, start + hlen, 1};
+  l.type = &source_type(l.header.descr, what);
+  for (int64_t d : l.header.shape)
+    if (__builtin_mul_overflow(l.numel, d, &l.numel)) fail("shape ", l.header.shape, " overflows");
+  return l;
+}
+
+// A ValueError unless the file's data_bytes are what the layout's array needs.
+void check_npy_data(const NpyLayout& l, uint64_t data_bytes, const std::string& what) {
   uint64_t want = 0;
-  if (__builtin_mul_overflow(static_cast<uint64_t>(numel), t.nbytes, &want) || want != data.size())
-    fail("shape ", h.shape, " of '", h.descr, "' needs ", want, " data bytes, the file holds ",
-         data.size());
-  check_memory_budget("load_npy", numel, static_cast<int64_t>(dtype_size(t.dtype)), "elements");
+  if (__builtin_mul_overflow(static_cast<uint64_t>(l.numel), l.type->nbytes, &want) ||
+      want != data_bytes)
+    throw_error<ValueError>("[load_npy] ", what, ": shape ", l.header.shape, " of '",
+                            l.header.descr, "' needs ", want, " data bytes, the file holds ",
+                            data_bytes);
+}
+
+}  // namespace
+
+namespace detail {
+
+Tensor parse_npy(std::string_view b, const std::string& what) {
+  const NpyLayout l = npy_layout(b, what);
+  const detail::FileElement& t = *l.type;
+  const std::string_view data = b.substr(l.data_start);
+  check_npy_data(l, data.size(), what);
+  check_memory_budget("load_npy", l.numel, static_cast<int64_t>(dtype_size(t.dtype)), "elements");
   // Fortran order: the data is the transpose's, in C order
-  Shape stored = h.shape;
-  if (h.fortran) std::reverse(stored.begin(), stored.end());
+  Shape stored = l.header.shape;
+  if (l.header.fortran) std::reverse(stored.begin(), stored.end());
   Tensor out = Tensor::empty(stored, t.dtype);
-  if (numel > 0) detail::convert_file_elements(t, data.data(), out.raw_data(), numel);
-  if (!h.fortran || h.shape.size() < 2) return out;
+  if (l.numel > 0) detail::convert_file_elements(t, data.data(), out.raw_data(), l.numel);
+  if (!l.header.fortran || l.header.shape.size() < 2) return out;
   IntList dims;
   for (int64_t d = static_cast<int64_t>(stored.size()) - 1; d >= 0; --d) dims.push_back(d);
   return out.permute(dims).contiguous();
@@ -200,6 +222,42 @@ Tensor parse_npy(std::string_view b, const std::string& what) {
 
 Tensor load_npy(const std::string& path) {
   return detail::parse_npy(read_file("load_npy", path), "'" + path + "'");
+}
+
+Tensor load_npy_input(const std::string& path, SetRange sets, int64_t num_sets, int64_t dim,
+                      int64_t ndims) {
+  const std::string what = "'" + path + "'";
+  detail::check_set_args("[load_npy_input] " + what, sets, num_sets, dim, ndims);
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw_error<ValueError>("[load_npy_input] ", what, ": is a directory");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw_error<ValueError>("[load_npy_input] ", what,
+                            ": is not a regular file, which a range of sets is read from (by "
+                            "seeking in it)");
+  const uint64_t file_size = std::filesystem::file_size(path, ec);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw_error<ValueError>("[load_npy_input] ", what, ": cannot open the file");
+  std::string head(std::min<uint64_t>(file_size, 12 + kMaxHeader), '\0');
+  f.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<size_t>(f.gcount()));
+  const NpyLayout l = npy_layout(head, what);
+  check_npy_data(l, file_size - std::min<uint64_t>(l.data_start, file_size), what);
+  const std::string label = "[load_npy_input] " + what;
+  const detail::SetRuns runs =
+      detail::set_runs(l.header.shape, l.type->nbytes, sets, num_sets, dim, ndims, label);
+  if (l.header.fortran) {  // the sets' bytes are scattered: read whole and slice
+    const Tensor t = load_npy(path);
+    return t.flatten(dim, dim + ndims - 1).narrow(dim, sets.begin, sets.size()).contiguous();
+  }
+  check_memory_budget("load_npy_input", static_cast<int64_t>(runs.bytes()), 1, "bytes");
+  Tensor out = Tensor::empty(runs.shape, l.type->dtype);
+  if (out.numel() == 0) return out;
+  std::string buffer(runs.bytes(), '\0');
+  if (!detail::read_set_runs(f, l.data_start, runs, buffer.data()))
+    throw_error<ValueError>(label, ": the file ends before its header says");
+  detail::convert_file_elements(*l.type, buffer.data(), out.raw_data(), out.numel());
+  return out;
 }
 
 #ifdef TD_HAVE_LIBZIP

@@ -1,6 +1,7 @@
 #pragma once
 // TensorDict: a nested, insertion-ordered map of tensors whose leaves share leading batch dims
 // (the parameter store of functional_vmap). Dotted keys ("0.weight") address nested entries.
+#include <concepts>
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
@@ -124,6 +125,28 @@ class TensorDict {
   // Dotted keys become nesting. An empty batch_size takes the one td saved in the file's
   // metadata (td.batch_size), if any.
   static TensorDict load_safetensors(const std::string& path, Shape batch_size = {});
+  // Only sets [sets.begin, sets.end) of a stacked file whose batch dims are batch_size, or else
+  // the file's td.batch_size: load_safetensors(path).flatten_batch().slice(begin, end), batch
+  // size [sets.size()] (nested dicts keep their extra batch dims after it), but reading only
+  // those sets' bytes of each entry (one seek and read per entry), so that the memory budget
+  // applies to them, not to the file. The header is checked as by the whole load; BOOL bytes
+  // only where read. The file must be a regular one (it is seeked in). A ValueError when there
+  // is no batch size or the range is not within [0, sets of the batch size].
+  // (A template only so that `load_safetensors(path, {2, 3})` stays a batch size.)
+  template <std::same_as<SetRange> Sets>
+  static TensorDict load_safetensors(const std::string& path, Sets sets, Shape batch_size = {}) {
+    return load_safetensors_sets(path, sets, std::move(batch_size));
+  }
+  // Sets [sets.begin, sets.end) of a per-set input file (batch size [] in the result): every
+  // entry holds num_sets sets at dims [dim, dim + ndims) (row-major) and becomes shape[:dim] +
+  // [sets.size()] + shape[dim + ndims:], reading one run of bytes per index of the dims before
+  // dim. A ValueError naming the file, the entry, its shape, dim and the range when an entry has
+  // too few dims or other than num_sets sets there. A regular file only, as above.
+  static TensorDict load_safetensors_input(const std::string& path, SetRange sets, int64_t num_sets,
+                                           int64_t dim = 0, int64_t ndims = 1);
+  // The keys and shapes of a safetensors file's entries in the file's order, from its header
+  // alone (checked as load_safetensors checks it).
+  static std::vector<std::pair<std::string, Shape>> safetensors_entries(const std::string& path);
 
   // ---- PyTorch checkpoints (torch_checkpoint_load.cpp) ----
   // A torch.save file (the zip format of PyTorch 1.6 and later) holding a state_dict; dotted
@@ -134,6 +157,8 @@ class TensorDict {
   static TensorDict load_torch(const std::string& path, const LoadTorchOptions& options = {});
   // A safetensors or .pt file, told apart by their first bytes.
   static TensorDict load_file(const std::string& path, const LoadTorchOptions& options = {});
+  // Whether load_file reads the file as a PyTorch checkpoint (else as safetensors).
+  static bool is_torch_file(const std::string& path);
   // Stacks per-member files (one per ensemble member, each as load_file reads it) into one dict
   // with batch size [N], as from_modules stacks modules: every file must hold the same keys
   // with the same shapes and dtypes (a ValueError naming the file and the key).
@@ -141,6 +166,11 @@ class TensorDict {
                                  const LoadStackedOptions& options = {});
 
  private:
+  // What a safetensors load reads of each entry (safetensors_load.cpp); nullptr: all of it.
+  struct SetsToRead;
+  static TensorDict read_safetensors(const std::string& path, Shape batch_size,
+                                     const SetsToRead* sets);
+  static TensorDict load_safetensors_sets(const std::string& path, SetRange sets, Shape batch_size);
   // A dict nesting dotted keys, with an index per level (TensorDict::set searches entries one
   // by one); `fail` reports a key that clashes or has an empty part and must throw.
   static TensorDict from_dotted(std::vector<std::pair<std::string, Tensor>> leaves,

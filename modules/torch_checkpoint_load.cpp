@@ -49,20 +49,22 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-TensorDict TensorDict::load_file(const std::string& path, const LoadTorchOptions& options) {
+bool TensorDict::is_torch_file(const std::string& path) {
   switch (sniff(path)) {
     case FileKind::Zip:
     case FileKind::LegacyTorch:
-      return load_torch(path, options);
+      return true;
     case FileKind::Safetensors:
-      return load_safetensors(path);
+      return false;
     case FileKind::Unknown:
       break;
   }
   // by name, so that the loader's own error says what is wrong with the file
-  if (ends_with(path, ".pt") || ends_with(path, ".pth") || ends_with(path, ".bin"))
-    return load_torch(path, options);
-  return load_safetensors(path);
+  return ends_with(path, ".pt") || ends_with(path, ".pth") || ends_with(path, ".bin");
+}
+
+TensorDict TensorDict::load_file(const std::string& path, const LoadTorchOptions& options) {
+  return is_torch_file(path) ? load_torch(path, options) : load_safetensors(path);
 }
 
 #ifndef TD_HAVE_LIBZIP
@@ -86,11 +88,11 @@ struct StorageType {
   const char* name;  // torch.<name>
   const char* code;  // safetensors' name of the element
 };
-constexpr StorageType kStorageTypes[] = {
-    {"FloatStorage", "F32"}, {"DoubleStorage", "F64"},   {"HalfStorage", "F16"},
-    {"BFloat16Storage", "BF16"}, {"LongStorage", "I64"}, {"IntStorage", "I32"},
-    {"ShortStorage", "I16"}, {"CharStorage", "I8"},      {"ByteStorage", "U8"},
-    {"BoolStorage", "BOOL"}};
+constexpr StorageType kStorageTypes[] = {{"FloatStorage", "F32"}, {"DoubleStorage", "F64"},
+                                         {"HalfStorage", "F16"},  {"BFloat16Storage", "BF16"},
+                                         {"LongStorage", "I64"},  {"IntStorage", "I32"},
+                                         {"ShortStorage", "I16"}, {"CharStorage", "I8"},
+                                         {"ByteStorage", "U8"},   {"BoolStorage", "BOOL"}};
 
 const detail::FileElement* storage_type(const std::string& module, const std::string& name) {
   if (module != "torch") return nullptr;

@@ -7,10 +7,13 @@
 // gflops = useful float ops of the vmap call per second, counting 2*in*out per row per Linear
 // per set (the GEMMs only; not counted for a --model); peak_mb / chunk_peak_mb = the most bytes the
 // engine held during one vmap / chunked call beyond what it held at the call's start (output
-// included), in MiB.
+// included), in MiB. Under mpirun (td::mpi): strong scaling instead, one_rank_us (the whole
+// ensemble on rank 0) against ranks_us (shared among the ranks, gathered on rank 0).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -27,6 +30,9 @@
 #include "tools/tdvmap/model_spec.h"
 #include "tools/tdvmap/scoring.h"
 #include "vmap/functional_vmap.h"
+#ifdef TD_HAVE_MPI
+#include "vmap/distributed.h"
+#endif
 
 namespace tdvmap {
 namespace {
@@ -123,9 +129,13 @@ double peak_mib(Fn&& fn) {
   return static_cast<double>(td::memory_stats().peak_bytes - start) / (1024.0 * 1024.0);
 }
 
-Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size_t count,
-                    const Progress& progress) {
-  progress.show(index, count, w.name, "building");
+// A workload's modules and the options of its vmapped call.
+struct Built {
+  std::vector<std::shared_ptr<nn::Module>> nets;
+  nn::FunctionalVmapOptions vmap_options;
+};
+
+Built build_workload(const Workload& w) {
   td::manual_seed(0);
   std::vector<std::shared_ptr<nn::Module>> nets;
   for (int64_t i = 0; i < w.sets; ++i)
@@ -177,6 +187,15 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
                                   std::nullopt, classes - 1)
                       : td::rand(ts));
   }
+  return {std::move(nets), std::move(vmap_options)};
+}
+
+Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size_t count,
+                    const Progress& progress) {
+  progress.show(index, count, w.name, "building");
+  const Built built = build_workload(w);
+  const nn::Module& model = *built.nets[0];
+  const nn::FunctionalVmapOptions& vmap_options = built.vmap_options;
   nn::FunctionalVmapOptions loop_options = vmap_options;
   loop_options.loop = true;
   // A loop cannot give every set the same draws; "different" costs the same.
@@ -218,6 +237,70 @@ std::string fmt(double v, int digits = 1) {
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
   return buf;
 }
+
+#ifdef TD_HAVE_MPI
+// Under mpirun: strong scaling. The workload's whole ensemble on rank 0 alone, then shared among
+// every rank (dist::functional_vmap, the outputs gathered on rank 0). A call's time is the
+// slowest rank's, between two barriers; rank 0 decides when enough calls ran (the others follow).
+struct RanksResult {
+  std::string name;
+  double one_rank_us, ranks_us;
+};
+
+RanksResult run_workload_ranks(const td::dist::Communicator& comm, const Workload& w,
+                               const BenchOptions& o) {
+  const Built built = build_workload(w);
+  const nn::Module& model = *built.nets[0];
+  auto timed = [&](const std::function<void()>& call) {
+    for (int i = 0; i < 2; ++i) call();  // warm-up
+    std::vector<double> us;
+    const auto start = std::chrono::steady_clock::now();
+    int more = 1;
+    while (more) {
+      MPI_Barrier(comm.comm());
+      const auto t0 = std::chrono::steady_clock::now();
+      call();
+      MPI_Barrier(comm.comm());
+      const auto t1 = std::chrono::steady_clock::now();
+      us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+      more = static_cast<int>(us.size()) < o.repeat ||
+             std::chrono::duration<double>(t1 - start).count() < o.min_time;
+      MPI_Bcast(&more, 1, MPI_INT, 0, comm.comm());
+    }
+    std::nth_element(us.begin(), us.begin() + static_cast<std::ptrdiff_t>(us.size() / 2), us.end());
+    return us[us.size() / 2];
+  };
+  RanksResult r{w.name, 0, 0};
+  r.one_rank_us = timed([&] {
+    if (comm.rank() == 0) nn::functional_vmap(model, built.vmap_options);
+  });
+  r.ranks_us = timed([&] { td::dist::functional_vmap(comm, model, built.vmap_options); });
+  return r;
+}
+
+int run_bench_ranks(const std::vector<Workload>& todo, const BenchOptions& o) {
+  const td::dist::Communicator comm;
+  nlohmann::ordered_json json = nlohmann::ordered_json::array();
+  for (const auto& w : todo) {
+    const RanksResult r = run_workload_ranks(comm, w, o);
+    if (comm.rank() != 0) continue;
+    const double speedup = r.one_rank_us / r.ranks_us;
+    if (o.json)
+      json.push_back({{"name", r.name},
+                      {"ranks", comm.size()},
+                      {"one_rank_us", r.one_rank_us},
+                      {"ranks_us", r.ranks_us},
+                      {"speedup", speedup},
+                      {"threads", o.threads}});
+    else
+      std::cout << r.name << "\tranks=" << comm.size() << "\tone_rank_us=" << fmt(r.one_rank_us)
+                << "\tranks_us=" << fmt(r.ranks_us) << "\tspeedup=" << fmt(speedup, 2)
+                << std::endl;
+  }
+  if (o.json && comm.rank() == 0) std::cout << json.dump(2) << std::endl;
+  return 0;
+}
+#endif
 
 int run_bench(BenchOptions o) {
   set_thread_count(o.threads);
@@ -282,6 +365,14 @@ int run_bench(BenchOptions o) {
     }
   }
 
+  if (const LaunchedRanks launched = launched_ranks(); launched.size > 1) {
+#ifdef TD_HAVE_MPI
+    return run_bench_ranks(todo, o);
+#else
+    throw UsageError("started by an MPI launcher with " + std::to_string(launched.size) +
+                     " ranks, but this tdvmap was built without MPI (td::mpi)");
+#endif
+  }
   Progress progress;
   nlohmann::ordered_json json = nlohmann::ordered_json::array();
   if (o.peak) {
@@ -402,6 +493,8 @@ Command add_bench_command(CLI::App& app) {
       "  (- for a --model: not counted); out is the first output's shape;\n"
       "  peak_mb is the engine's peak allocation during one call minus its allocation at the\n"
       "  start, in MiB.\n"
+      "Under mpirun (several ranks): name<TAB>ranks=N<TAB>one_rank_us=..<TAB>ranks_us=..\n"
+      "  <TAB>speedup=..: the whole ensemble on rank 0 alone, then shared among the ranks.\n"
       "Examples:\n"
       "  tdvmap bench\n"
       "  tdvmap bench --workload mlp32_shared,mlp8_large --json\n"
@@ -414,7 +507,8 @@ Command add_bench_command(CLI::App& app) {
       "      --input-shape 16,32,64 --inputs 3\n"
       "  tdvmap bench --sets 64 --input-shape 256,32 --name mlp64_xent --loss cross_entropy \\\n"
       "      --model 'Sequential(Linear(32,64), ReLU(), Linear(64,64), ReLU(), Linear(64,10))'\n"
-      "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE tdvmap bench --threads 1 --peak");
+      "  env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE tdvmap bench --threads 1 --peak\n"
+      "  mpirun -np 2 tdvmap bench --sets 16 --mlp 256,1024,1024,10 --batch 256  # strong scaling");
   return {"bench", [o, sub, mlp, model] {
             for (const char* flag : {"--sets", "--per-set", "--randomness", "--name"})
               if (sub->get_option(flag)->count() > 0 && mlp->count() + model->count() == 0)

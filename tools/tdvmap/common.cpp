@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
+#include <utility>
 
 #include "engine/parallel.h"
 #include "modules/modules.h"
@@ -52,6 +54,21 @@ std::string shape_text(const td::Shape& s, bool compact) {
   for (size_t i = 0; i < s.size(); ++i) os << (i ? (compact ? "," : ", ") : "") << s[i];
   os << ']';
   return os.str();
+}
+
+LaunchedRanks launched_ranks() {
+  auto read = [](const char* name) -> int {
+    const char* v = std::getenv(name);
+    int out = -1;
+    if (v && std::from_chars(v, v + std::strlen(v), out).ec != std::errc()) out = -1;
+    return out;
+  };
+  for (const auto& [rank, size] : {std::pair{"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                   std::pair{"PMI_RANK", "PMI_SIZE"}}) {
+    const int r = read(rank), n = read(size);
+    if (n >= 1 && r >= 0 && r < n) return {r, n};
+  }
+  return {};
 }
 
 void set_thread_count(int threads) {

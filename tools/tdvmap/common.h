@@ -39,6 +39,15 @@ CLI::Validator finite_number();    // a finite floating-point number
 // "[4, 10, 1]" (as PyTorch prints a size) or, compact, "[4,10,1]".
 std::string shape_text(const td::Shape& s, bool compact = false);
 
+// This process's rank and the number of ranks when an MPI launcher (mpirun, mpiexec) started it,
+// read from the launcher's environment (Open MPI's OMPI_COMM_WORLD_*, else MPICH's PMI_*):
+// {0, 1} for a plain start.
+struct LaunchedRanks {
+  int rank = 0;
+  int size = 1;
+};
+LaunchedRanks launched_ranks();
+
 // Sets td's thread count (and with it OpenBLAS's pool) and the OpenBLAS/OpenMP environment.
 void set_thread_count(int threads);
 

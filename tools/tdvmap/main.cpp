@@ -29,8 +29,11 @@ std::string version_text() {
          " (this CPU runs " + levels + "; TD_ISA=baseline|avx2|avx512 caps the choice)";
 }
 
+// Under mpirun every rank meets the same error (td::mpi raises one rank's on all): rank 0 says it.
+bool says_errors() { return tdvmap::launched_ranks().rank == 0; }
+
 int fail(int status, const std::string& message) {
-  std::cerr << "tdvmap: error: " << one_line(message) << "\n";
+  if (says_errors()) std::cerr << "tdvmap: error: " << one_line(message) << "\n";
   return status;
 }
 
@@ -79,8 +82,9 @@ int main(int argc, char** argv) {
   } catch (const tdvmap::UsageError& e) {
     return fail(2, e.what());
   } catch (const tdvmap::SpecError& e) {
-    std::cerr << "tdvmap: error: " << one_line(e.what()) << "\n"
-              << tdvmap::spec_caret(e) << std::flush;
+    if (says_errors())
+      std::cerr << "tdvmap: error: " << one_line(e.what()) << "\n"
+                << tdvmap::spec_caret(e) << std::flush;
     return 2;
   } catch (const std::exception& e) {
     return fail(1, e.what());

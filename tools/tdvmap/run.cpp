@@ -1,14 +1,18 @@
 // tdvmap run: builds a module from a spec, loads stacked parameters (one file, or per-member
 // files stacked on load) and inputs from safetensors or NumPy files, runs functional_vmap and
-// writes the outputs as safetensors (or .npz).
+// writes the outputs as safetensors (or .npz). Started by mpirun with several ranks, each rank
+// loads and computes only its share of the sets (td::mpi).
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <filesystem>
+#include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +28,9 @@
 #include "tools/tdvmap/scoring.h"
 #include "vmap/functional_vmap.h"
 #include "vmap/transform.h"
+#ifdef TD_HAVE_MPI
+#include "vmap/distributed.h"
+#endif
 
 namespace tdvmap {
 namespace {
@@ -51,6 +58,8 @@ struct RunOptions {
   std::string target;
   std::string loss_reduction = "mean";
   std::optional<int64_t> target_in_dim;
+  bool verbose = false;
+  bool out_shards = false;
 };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
@@ -58,36 +67,34 @@ bool ends_with(const std::string& s, const std::string& suffix) {
          s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// Loads the stacked parameters and checks them against the module: every leaf must be
-// [batch..., per-set shape...] with one batch shape for all (RuntimeError naming key and shapes).
-// One file holds them stacked; several files (or a directory) are members, stacked on load.
-TensorDict load_params(const nn::Module& model, const std::vector<std::string>& args,
-                       const std::string& params_key) {
-  const TensorDict expected = TensorDict::from_module(model);
-  std::error_code ec;
-  const bool one_file = args.size() == 1 && !std::filesystem::is_directory(args[0], ec);
-  const std::vector<std::string> paths = one_file ? args : member_files(args);
-  // what the messages call the params: "file 'x'" or "files 'a' ... 'c' (3 members)"
-  const std::string what = one_file ? "file '" + paths[0] + "'"
-                                    : "files '" + paths[0] + "' ... '" + paths.back() + "' (" +
-                                          std::to_string(paths.size()) + " members)";
-  const TensorDict file = one_file ? TensorDict::load_file(paths[0], {params_key})
-                                   : TensorDict::load_stacked(paths, {.key = params_key});
+// The keys and shapes of a parameter file, in its order.
+using Entries = std::vector<std::pair<std::string, Shape>>;
+Entries entries_of(const TensorDict& file) {
+  Entries out;
+  for (const auto& [key, t] : file.leaves()) out.emplace_back(key, t.shape());
+  return out;
+}
+
+// The sets' shape of a parameter file, checked against the module: every leaf must be
+// [batch..., per-set shape...] with one batch shape for all (errors naming key and shapes).
+Shape params_batch(const TensorDict& expected, const Entries& file, const std::string& what) {
+  std::map<std::string, const Shape*> shapes;
+  for (const auto& [key, shape] : file) shapes.emplace(key, &shape);
   std::optional<Shape> batch;
   std::string batch_key;
   for (const auto& [key, t] : expected.leaves()) {
-    if (!file.contains(key)) {
+    const auto found = shapes.find(key);
+    if (found == shapes.end()) {
       std::string have;
-      const auto keys = file.keys(true, true);
-      for (size_t i = 0; i < keys.size() && i < 20; ++i)  // a huge file is not listed whole
-        have += (have.empty() ? "" : ", ") + td::quote_key(keys[i]);
-      if (keys.size() > 20) have += ", ... (" + std::to_string(keys.size()) + " keys)";
+      for (size_t i = 0; i < file.size() && i < 20; ++i)  // a huge file is not listed whole
+        have += (have.empty() ? "" : ", ") + td::quote_key(file[i].first);
+      if (file.size() > 20) have += ", ... (" + std::to_string(file.size()) + " keys)";
       td::throw_error<td::KeyError>(
           "params ", what, " has no '", key, "' (the model's parameter of per-set shape ",
           shape_text(t.shape()), "); it has: ", have.empty() ? "nothing" : have);
     }
     const Shape& want = t.shape();
-    const Shape got = file.get(key).shape();
+    const Shape& got = *found->second;
     const bool fits =
         got.size() >= want.size() &&
         std::equal(want.begin(), want.end(), got.end() - static_cast<int64_t>(want.size()));
@@ -105,25 +112,125 @@ TensorDict load_params(const nn::Module& model, const std::vector<std::string>& 
       batch_key = key;
     }
   }
-  for (const auto& key : file.keys(true, true)) {
+  for (const auto& [key, shape] : file) {
     if (expected.contains(key)) continue;
     // PyTorch's BatchNorm counter; td keeps no such buffer when it has none.
     if (ends_with(key, "num_batches_tracked")) continue;
     td::throw_error<td::KeyError>("params ", what, " has ", td::quote_key(key),
                                   ", which the model has no parameter or buffer for");
   }
-  TensorDict params(batch.value_or(Shape{}));
+  return batch.value_or(Shape{});
+}
+
+// The model's parameters and buffers out of a checked file, with batch size `batch`.
+TensorDict model_params(const TensorDict& expected, const TensorDict& file, const Shape& batch) {
+  TensorDict params(batch);
   for (const auto& [key, t] : expected.leaves()) params.set(key, file.get(key));
   return params;
 }
 
+// This rank's part of the ensemble under mpirun: the whole ensemble's sets and its own.
+struct Shard {
+  int rank = 0, ranks = 1;
+  Shape batch;        // the whole ensemble's batch size
+  td::SetRange sets;  // this rank's, over the flattened batch
+};
+
+// Loads the stacked parameters, checked against the module. One file holds them stacked;
+// several files (or a directory) are members, stacked on load. With `shard`, only the rank's
+// sets: from a safetensors file only their bytes, from members only their files (a .pt file is
+// read whole and sliced); shard->batch and shard->sets are filled in, the result's batch size is
+// [its sets].
+TensorDict load_params(const nn::Module& model, const std::vector<std::string>& args,
+                       const std::string& params_key, Shard* shard = nullptr) {
+  const TensorDict expected = TensorDict::from_module(model);
+  std::error_code ec;
+  const bool one_file = args.size() == 1 && !std::filesystem::is_directory(args[0], ec);
+  const std::vector<std::string> paths = one_file ? args : member_files(args);
+  // what the messages call the params: "file 'x'" or "files 'a' ... 'c' (3 members)"
+  const std::string what = one_file ? "file '" + paths[0] + "'"
+                                    : "files '" + paths[0] + "' ... '" + paths.back() + "' (" +
+                                          std::to_string(paths.size()) + " members)";
+  auto own_sets = [&](const Shape& batch) {
+    shard->batch = batch;
+    shard->sets = nn::shard_sets(td::shape_numel(batch), shard->rank, shard->ranks);
+    return shard->sets;
+  };
+  if (!shard) {
+    const TensorDict file = one_file ? TensorDict::load_file(paths[0], {params_key})
+                                     : TensorDict::load_stacked(paths, {.key = params_key});
+    return model_params(expected, file, params_batch(expected, entries_of(file), what));
+  }
+  if (!one_file) {  // members: a rank without any reads the first to know their structure
+    const td::SetRange mine = own_sets({static_cast<int64_t>(paths.size())});
+    const std::vector<std::string> own(paths.begin() + std::max<int64_t>(mine.begin, 0),
+                                       paths.begin() + std::max<int64_t>(mine.end, 1));
+    TensorDict file = TensorDict::load_stacked(own, {.key = params_key});
+    params_batch(expected, entries_of(file), what);
+    if (mine.size() == 0) file = file.slice(0, 0);
+    return model_params(expected, file, {mine.size()});
+  }
+  if (!TensorDict::is_torch_file(paths[0])) {
+    const Shape batch = params_batch(expected, TensorDict::safetensors_entries(paths[0]), what);
+    const td::SetRange mine = own_sets(batch);
+    if (batch.empty()) return model_params(expected, TensorDict::load_safetensors(paths[0]), batch);
+    return model_params(expected, TensorDict::load_safetensors(paths[0], mine, batch),
+                        {mine.size()});
+  }
+  const TensorDict file = TensorDict::load_file(paths[0], {params_key});
+  const Shape batch = params_batch(expected, entries_of(file), what);
+  const td::SetRange mine = own_sets(batch);
+  if (batch.empty()) return model_params(expected, file, batch);
+  const TensorDict flat = model_params(expected, file, batch).flatten_batch();
+  return flat.slice(mine.begin, mine.end).clone();
+}
+
+// What a per-set input of a rank under mpirun holds: the rank's sets, at `dim`.
+struct InputSets {
+  const Shard& shard;
+  int64_t dim;
+};
+
+// The sets [begin, end) at dims [dim, dim + nb) of each tensor of a file read whole, flattened.
+TensorDict narrow_sets(const TensorDict& file, const InputSets& s) {
+  const int64_t nb = static_cast<int64_t>(s.shard.batch.size());
+  TensorDict out;
+  for (const auto& [key, t] : file.leaves()) {
+    const int64_t d = s.dim < 0 ? s.dim + t.dim() : s.dim;  // as functional_vmap's in_dims
+    if (d < 0 || d > t.dim() - nb ||
+        Shape(t.shape().begin() + d, t.shape().begin() + d + nb) != s.shard.batch)
+      td::throw_error<td::ValueError>("input '", key, "' has shape ", shape_text(t.shape()),
+                                      ", which does not hold the sets ", shape_text(s.shard.batch),
+                                      " at dim ", s.dim);
+    out.set(key,
+            t.flatten(d, d + nb - 1).narrow(d, s.shard.sets.begin, s.shard.sets.size()).clone());
+  }
+  return out;
+}
+
 // One input from a safetensors or .npz file (or the array of an .npy file): its only entry, the
 // entry called name, or a tuple when the keys are "0", "1", ... (an LSTM's hx = (h_0, c_0)), as
-// `run --out` writes a tuple.
-td::Value load_input(const std::string& name, const std::string& path) {
-  if (ends_with(path, ".npy")) return td::load_npy(path);
-  const TensorDict file =
-      ends_with(path, ".npz") ? td::load_npz(path) : TensorDict::load_safetensors(path);
+// `run --out` writes a tuple. With `sets`, only the rank's sets of a per-set input: of a
+// safetensors or .npy file only their bytes (a negative dim reads the file whole).
+td::Value load_input(const std::string& name, const std::string& path,
+                     const std::optional<InputSets>& sets = std::nullopt) {
+  const bool npy = ends_with(path, ".npy"), npz = ends_with(path, ".npz");
+  TensorDict file;
+  if (sets && sets->dim >= 0 && !npz) {
+    const Shard& sh = sets->shard;
+    const int64_t nb = static_cast<int64_t>(sh.batch.size()), total = td::shape_numel(sh.batch);
+    if (npy) return td::load_npy_input(path, sh.sets, total, sets->dim, nb);
+    file = TensorDict::load_safetensors_input(path, sh.sets, total, sets->dim, nb);
+  } else if (npy) {
+    const Tensor t = td::load_npy(path);
+    if (!sets) return t;
+    TensorDict one;
+    one.set("input", t);
+    return narrow_sets(one, *sets).get("input");
+  } else {
+    file = npz ? td::load_npz(path) : TensorDict::load_safetensors(path);
+    if (sets) file = narrow_sets(file, *sets);
+  }
   const auto leaves = file.leaves();
   if (leaves.size() == 1) return leaves[0].second;
   if (file.contains(name)) return file.get(name);
@@ -189,49 +296,166 @@ Tensor score(const RunOptions& o, const Shape& sets, const td::Value& result, Te
   return loss;
 }
 
-int run_run(const RunOptions& o) {
-  td::manual_seed(o.seed);
+// The file a rank writes with --out-shards: OUT with ".rankR" before its extension.
+std::string shard_path(const std::string& out, int rank) {
+  const std::filesystem::path p(out);
+  std::filesystem::path name = p.stem();
+  name += ".rank" + std::to_string(rank);
+  name += p.extension();
+  return (p.parent_path() / name).string();
+}
+
+void write_out(const TensorDict& out, const std::string& path) {
+  if (ends_with(path, ".npz"))
+    td::save_npz(out, path);
+  else
+    out.save_safetensors(path);
+}
+
+// The peak resident memory of this process so far, in MiB.
+double peak_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+// --verbose: which sets this rank computed, and its peak memory.
+void say_sets(const RunOptions& o, int rank, int ranks, td::SetRange sets) {
+  if (!o.verbose) return;
+  std::ostringstream line;
+  line << "rank " << rank << " of " << ranks << ": sets [" << sets.begin << ", " << sets.end
+       << "), peak memory " << std::fixed << std::setprecision(1) << peak_mib() << " MiB\n";
+  std::cerr << line.str() << std::flush;
+}
+
+// What both kinds of run share: the options, the model.
+struct Setup {
   nn::FunctionalVmapOptions options;
-  options.randomness = td::parse_randomness(o.randomness);
-  options.chunk_size = o.chunk_size;
-  options.method = o.method;
-  options.loop = o.loop;
-  const RunInputs parsed = parse_run_inputs(o.inputs, o.in_dims);
-  options.in_dims = parsed.in_dims;
+  RunInputs parsed;
+  std::shared_ptr<nn::Module> model;
+};
+Setup set_up(const RunOptions& o) {
+  td::manual_seed(o.seed);
+  Setup s;
+  s.options.randomness = td::parse_randomness(o.randomness);
+  s.options.chunk_size = o.chunk_size;
+  s.options.method = o.method;
+  s.options.loop = o.loop;
+  s.parsed = parse_run_inputs(o.inputs, o.in_dims);
+  s.options.in_dims = s.parsed.in_dims;
+  s.model = build_model(o.model);  // SpecError: exit 2
+  s.model->train(o.train);
+  return s;
+}
 
-  std::shared_ptr<nn::Module> model = build_model(o.model);  // SpecError: exit 2
-  model->train(o.train);
-  options.params = load_params(*model, o.params, o.params_key);
-  for (const auto& [name, path] : parsed.inputs) options.kwargs.set(name, load_input(name, path));
-  Tensor target;  // read before the run, so that a bad file fails early
-  if (!o.loss.empty()) {
-    const td::Value t = load_input("target", o.target);
-    if (!t.is_tensor())
-      td::throw_error<td::ValueError>("--target file '", o.target, "' must hold one tensor");
-    target = t.tensor();
-  }
+Tensor one_tensor(const td::Value& t, const std::string& path) {
+  if (!t.is_tensor())
+    td::throw_error<td::ValueError>("--target file '", path, "' must hold one tensor");
+  return t.tensor();
+}
 
-  // a long run shows its progress on a terminal; a pipe or a file gets none
-  if (!o.quiet && isatty(STDERR_FILENO)) {
-    auto line = std::make_shared<ProgressLine>(stderr);
-    options.progress = [line](int64_t done, int64_t total) { line->update(done, total); };
-  }
-  td::Value result;
+// functional_vmap's error about randomness, with the flag that answers it.
+template <class F>
+td::Value run_vmap(const nn::FunctionalVmapOptions& options, F&& call) {
   try {
-    result = nn::functional_vmap(*model, options);
+    return call();
   } catch (const td::RuntimeError& e) {
     if (options.randomness != td::Randomness::Error ||
         std::string(e.what()).find("randomness") == std::string::npos)
       throw;
     td::throw_error<td::RuntimeError>(e.what(), " (tdvmap: give --randomness different or same)");
   }
+}
+
+#ifdef TD_HAVE_MPI
+// Started by mpirun with several ranks: each rank loads and computes only its sets; rank 0
+// gathers and writes the outputs (or each rank writes its own, --out-shards). Every failure is
+// agreed on by all ranks (dist::collectively), so that all exit alike and none waits forever.
+int run_sharded(const RunOptions& o) {
+  const td::dist::Communicator comm;
+  Setup s = set_up(o);  // its errors are every rank's alike: no collective needed
+  Shard shard{comm.rank(), comm.size(), {}, {}};
+  Tensor target;
+  td::dist::collectively(comm, [&] {
+    s.options.params = load_params(*s.model, o.params, o.params_key, &shard);
+    auto per_set = [&](std::optional<int64_t> dim) -> std::optional<InputSets> {
+      if (!dim || shard.batch.empty()) return std::nullopt;
+      return InputSets{shard, *dim};
+    };
+    for (const auto& [name, path] : s.parsed.inputs) {
+      const auto dim = s.parsed.in_dims.find(name);
+      s.options.kwargs.set(
+          name, load_input(name, path,
+                           per_set(dim == s.parsed.in_dims.end() ? std::nullopt
+                                                                 : std::optional(dim->second))));
+    }
+    if (!o.loss.empty())
+      target = one_tensor(load_input("target", o.target, per_set(o.target_in_dim)), o.target);
+  });
+  if (comm.rank() == 0 && !o.quiet && isatty(STDERR_FILENO)) {
+    auto line = std::make_shared<ProgressLine>(stderr);
+    s.options.progress = [line](int64_t done, int64_t total) { line->update(done, total); };
+  }
+  const bool sets = !shard.batch.empty();
+  const td::Value result = run_vmap(s.options, [&] {
+    return td::dist::functional_vmap(
+        comm, *s.model, s.options,
+        {.gather = td::dist::Gather::None,
+         .batch_size = sets ? std::optional(shard.batch) : std::nullopt});
+  });
+  const Shape local_sets = sets ? Shape{shard.sets.size()} : Shape{};
+  TensorDict local(local_sets);
+  td::dist::collectively(comm, [&] {
+    collect(result, "output", local);
+    if (!o.loss.empty()) local.set("loss", score(o, local_sets, result, target));
+    if (o.out_shards) write_out(local, shard_path(o.out, comm.rank()));
+  });
+  if (!o.out_shards) {
+    const TensorDict whole =
+        sets ? td::dist::gather_sets(comm, local, shard.batch, td::dist::Gather::Root) : local;
+    td::dist::collectively(comm, [&] {
+      if (comm.rank() != 0) return;
+      TensorDict out;  // no batch size: the bytes of a one-process run's file
+      for (const auto& [key, t] : whole.leaves()) out.set(key, t);
+      write_out(out, o.out);
+    });
+  }
+  say_sets(o, comm.rank(), comm.size(), sets ? shard.sets : td::SetRange{0, 0});
+  return 0;
+}
+#endif
+
+int run_run(const RunOptions& o) {
+  const LaunchedRanks launched = launched_ranks();
+  if (launched.size > 1) {
+#ifdef TD_HAVE_MPI
+    return run_sharded(o);
+#else
+    throw UsageError("started as rank " + std::to_string(launched.rank) + " of " +
+                     std::to_string(launched.size) +
+                     " by an MPI launcher, but this tdvmap was built without MPI (td::mpi): run "
+                     "it as one process, or build td where MPI is installed (libopenmpi-dev)");
+#endif
+  }
+  Setup s = set_up(o);
+  nn::FunctionalVmapOptions& options = s.options;
+  options.params = load_params(*s.model, o.params, o.params_key);
+  for (const auto& [name, path] : s.parsed.inputs) options.kwargs.set(name, load_input(name, path));
+  Tensor target;  // read before the run, so that a bad file fails early
+  if (!o.loss.empty()) target = one_tensor(load_input("target", o.target), o.target);
+
+  // a long run shows its progress on a terminal; a pipe or a file gets none
+  if (!o.quiet && isatty(STDERR_FILENO)) {
+    auto line = std::make_shared<ProgressLine>(stderr);
+    options.progress = [line](int64_t done, int64_t total) { line->update(done, total); };
+  }
+  const td::Value result =
+      run_vmap(options, [&] { return nn::functional_vmap(*s.model, options); });
   TensorDict out;
   collect(result, "output", out);
   if (!o.loss.empty()) out.set("loss", score(o, options.params.batch_size(), result, target));
-  if (ends_with(o.out, ".npz"))
-    td::save_npz(out, o.out);
-  else
-    out.save_safetensors(o.out);
+  write_out(out, o.out_shards ? shard_path(o.out, 0) : o.out);
+  say_sets(o, 0, 1, {0, td::shape_numel(options.params.batch_size())});
   return 0;
 }
 
@@ -294,14 +518,20 @@ Command add_run_command(CLI::App& app) {
                   "indices int64), shared by every set unless --target-in-dim")
       ->needs(loss);
   loss->needs(sub->get_option("--target"));
-  sub->add_option("--loss-reduction", o->loss_reduction,
-                  "mean | sum | none | batchmean (kl_div)")
+  sub->add_option("--loss-reduction", o->loss_reduction, "mean | sum | none | batchmean (kl_div)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mean", "sum", "none", "batchmean"}))
       ->needs(loss);
   sub->add_option("--target-in-dim", o->target_in_dim,
                   "The target holds one slice per set at this dim")
       ->needs(loss);
+  sub->add_flag("--verbose", o->verbose,
+                "Say on stderr which sets this process computed and its peak memory (under "
+                "mpirun: one line per rank, 'rank R of N: sets [A, B), peak memory M MiB')");
+  sub->add_flag("--out-shards", o->out_shards,
+                "Each rank writes its own sets' outputs to OUT with '.rankR' before the "
+                "extension (sets in rank order, as --verbose says) instead of rank 0 gathering "
+                "them all");
   sub->footer(
       "Example:\n"
       "  tdvmap run --model 'Sequential(Linear(64,256), ReLU(), Dropout(0.1), Linear(256,10))' \\\n"
@@ -315,7 +545,10 @@ Command add_run_command(CLI::App& app) {
       "y.safetensors\n"
       "  tdvmap run --model 'Sequential(Linear(64,256), ReLU(), Linear(256,10))' \\\n"
       "      --params ensemble.safetensors --input x.npy --loss cross_entropy \\\n"
-      "      --target labels.npy --out scores.safetensors   # 'loss': one value per set");
+      "      --target labels.npy --out scores.safetensors   # 'loss': one value per set\n"
+      "  mpirun -np 4 tdvmap run --model 'Sequential(Linear(64,256), ReLU(), Linear(256,10))' \\\n"
+      "      --params ensemble.safetensors --input x.safetensors --out y.safetensors\n"
+      "      # each rank reads and computes a quarter of the sets; rank 0 writes them all");
   return {"run", [o] { return run_run(*o); }};
 }
 

@@ -21,6 +21,20 @@ target, on both sides. --custom NAME runs one of the named custom workloads of C
 
   tools/bench_vs_torch.py --rounds 3 --custom mlp64_xent
   tools/bench_vs_torch.py --rounds 3 --custom conv1d16
+
+--plot FILE.png draws the scaling picture: time per set (log) against 1, 2, 4, ..., 1024 sets
+(log) for td's vmap and loop (tdvmap bench --model) and PyTorch's functorch vmap and loop (this
+script's PyTorch side), one thread, on the two workloads of PLOT_WORKLOADS side by side: (a) an
+MLP Linear(32,64) ReLU Linear(64,10) on a shared [64, 32] input, (b) a small CNN Conv2d(3,8,3,
+padding=1) ReLU MaxPool2d(2) Flatten Linear(512,10) on a shared [8, 3, 16, 16] input. Medians
+over --rounds (td's runs and PyTorch's interleaved by workload), shorter measurements for the
+large set counts; about 70 s a round on a 2-core machine. It prints the numbers as a table and
+writes them (per call, in microseconds, with the machine, date, td's revision and PyTorch's
+version) to FILE.csv; --from-csv redraws a picture from such a CSV without running anything.
+Needs matplotlib (apt-get install python3-matplotlib); nothing else here does.
+
+  tools/bench_vs_torch.py --rounds 5 --plot tools/figures/scaling.png
+  tools/bench_vs_torch.py --plot tools/figures/scaling.png --from-csv tools/figures/scaling.csv
 """
 import argparse
 import json
@@ -80,21 +94,29 @@ def torch_side(a):
     """Runs in a child process (its own thread pools): the workload in PyTorch, one line out."""
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
-    import time
     import torch
     from torch import nn
     from functorch import vmap, combine_state_for_ensemble
-    torch.manual_seed(0)
     torch.set_num_threads(1)
+    for sets in a.sets_list or [a.sets]:
+        r = torch_measure(a, sets, torch, nn, vmap, combine_state_for_ensemble)
+        r["torch"] = torch.__version__
+        print(json.dumps(r), flush=True)
+
+
+def torch_measure(a, sets, torch, nn, vmap, combine_state_for_ensemble):
+    """PyTorch's functorch vmap and loop over `sets` copies of a.model: medians in us."""
+    import time
+    torch.manual_seed(0)
     names = {k: getattr(nn, k) for k in dir(nn) if not k.startswith("_")}
     names.update(nn=nn, torch=torch)
     spec = a.model.replace("torch.nn.", "nn.")
-    nets = [eval(spec, {"__builtins__": {}}, names) for _ in range(a.sets)]
+    nets = [eval(spec, {"__builtins__": {}}, names) for _ in range(sets)]
     for n in nets:
         n.train(a.train)
     shape = [int(d) for d in a.input_shape.split(",")]
     if a.per_set:
-        shape = [a.sets] + shape
+        shape = [sets] + shape
     x = torch.randint(0, a.index_range, shape) if a.index_range else torch.randn(shape)
     fmodel, params, buffers = combine_state_for_ensemble(nets)
 
@@ -121,11 +143,11 @@ def torch_side(a):
         return torch.stack([score(first(n(*([x[i] if a.per_set else x] * a.inputs))))
                             for i, n in enumerate(nets)])
 
-    def timeit(fn, min_time=0.5):
-        fn()
-        fn()
-        ts, end = [], time.perf_counter() + min_time
-        while time.perf_counter() < end or len(ts) < 5:
+    def timeit(fn):
+        for _ in range(a.warmup):
+            fn()
+        ts, end = [], time.perf_counter() + a.min_time
+        while time.perf_counter() < end or len(ts) < a.repeat:
             t0 = time.perf_counter()
             fn()
             ts.append(time.perf_counter() - t0)
@@ -138,7 +160,7 @@ def torch_side(a):
             print(f"PyTorch vmap failed: {e}", file=sys.stderr)
             tv = float("inf")
         tl = timeit(loop)
-    print(json.dumps({"vmap_us": tv, "loop_us": tl, "best_us": min(tv, tl)}))
+    return {"sets": sets, "vmap_us": tv, "loop_us": tl, "best_us": min(tv, tl)}
 
 
 def custom(a):
@@ -170,6 +192,149 @@ def custom(a):
               f"{mark(v / best <= target)})")
 
 
+# --plot's workloads: every set runs the same shared input (in_dims None), eval mode
+PLOT_WORKLOADS = {
+    # many small MLPs
+    "mlp": ("Sequential(Linear(32,64), ReLU(), Linear(64,10))", "64,32",
+            "(a) MLP: Linear(32,64) ReLU Linear(64,10)\non a shared input [64, 32]"),
+    # a small CNN: 1024 sets take about 0.25 s a call in PyTorch's loop, 2.4 s in its vmap
+    "cnn": ("Sequential(Conv2d(3,8,3,padding=1), ReLU(), MaxPool2d(2), Flatten(), "
+            "Linear(512,10))", "8,3,16,16",
+            "(b) CNN: Conv2d(3,8,3,padding=1) ReLU MaxPool2d(2) Flatten Linear(512,10)\n"
+            "on a shared input [8, 3, 16, 16]"),
+}
+PLOT_SETS = [2 ** i for i in range(11)]  # 1, 2, 4, ..., 1024
+PLOT_LINES = [("td_vmap", "td vmap", "C0", "-", "o"), ("td_loop", "td loop", "C0", "--", "s"),
+              ("torch_vmap", "PyTorch vmap (functorch)", "C3", "-", "o"),
+              ("torch_loop", "PyTorch loop", "C3", "--", "s")]
+CSV_COLUMNS = ["workload", "sets", "td_vmap_us", "td_loop_us", "torch_vmap_us", "torch_loop_us"]
+
+
+def pyplot():
+    try:
+        import matplotlib
+    except ImportError:
+        sys.exit("bench_vs_torch: --plot needs matplotlib for /usr/bin/python3 "
+                 "(apt-get install python3-matplotlib)")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
+def machine():
+    out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    info = dict(line.split(":", 1) for line in out.splitlines() if ":" in line)
+    info = {k.strip(): v.strip() for k, v in info.items()}
+    name = info.get("Model name", "unknown CPU")
+    if info.get("Vendor ID") == "AuthenticAMD" and "CPU family" in info:
+        name += f" (CPU family {info['CPU family']})"
+    avx512 = "avx512f" in info.get("Flags", "").split()
+    return f"{name}, {info.get('CPU(s)', '?')} CPUs, {'AVX-512' if avx512 else 'no AVX-512'}"
+
+
+def revision():
+    git = ["git", "-C", ROOT]
+    rev = subprocess.run(git + ["rev-parse", "--short", "HEAD"], capture_output=True,
+                         text=True).stdout.strip() or "unknown"
+    # the figures themselves do not count as a change to what was measured
+    dirty = subprocess.run(git + ["diff", "--quiet", "HEAD", "--", ".", ":!tools/figures"],
+                           capture_output=True).returncode
+    return rev + ("-dirty" if dirty else "")
+
+
+def scaling(a):
+    """Time per set against the number of sets: td's and PyTorch's vmap and loop, interleaved
+    by workload and round, medians over --rounds; small set counts are measured for longer."""
+    import datetime
+    meta = {"machine": machine(), "date": datetime.date.today().isoformat(),
+            "td": revision(), "torch": "?", "rounds": str(a.rounds)}
+    runs = {(w, n): {k: [] for k, *_ in PLOT_LINES} for w in PLOT_WORKLOADS for n in PLOT_SETS}
+    for i in range(a.rounds):
+        for w, (model, shape, _) in PLOT_WORKLOADS.items():
+            print(f"round {i + 1}/{a.rounds}: {w}", file=sys.stderr)
+            for n in PLOT_SETS:
+                r = td_run(a.tdvmap, "--model", model, "--input-shape", shape, "--sets", str(n),
+                           "--threads", "1", "--min-time", "0.3" if n <= 64 else "0.15",
+                           "--repeat", "3")["custom"]
+                runs[w, n]["td_vmap"].append(r["vmap_us"])
+                runs[w, n]["td_loop"].append(r["loop_us"])
+            child = ["/usr/bin/python3", os.path.abspath(__file__), "--torch-side", "--model",
+                     model, "--input-shape", shape, "--min-time", "0.3", "--repeat", "3",
+                     "--warmup", "1", "--sets-list", ",".join(map(str, PLOT_SETS))]
+            out = subprocess.run(child, env=ENV, check=True, capture_output=True, text=True)
+            for line in out.stdout.splitlines():
+                if line.startswith("{"):
+                    r = json.loads(line)
+                    meta["torch"] = r["torch"]
+                    runs[w, r["sets"]]["torch_vmap"].append(r["vmap_us"])
+                    runs[w, r["sets"]]["torch_loop"].append(r["loop_us"])
+    rows = [[w, n] + [statistics.median(runs[w, n][k]) for k, *_ in PLOT_LINES]
+            for w in PLOT_WORKLOADS for n in PLOT_SETS]
+    base = os.path.splitext(a.plot)[0]
+    write_csv(base + ".csv", meta, rows)
+    print(f"{meta['machine']}, {meta['date']}, td {meta['td']}, PyTorch {meta['torch']}, "
+          f"one thread, median of {a.rounds} round(s); microseconds per set (per call / sets)\n")
+    print("| workload | sets | td vmap | td loop | PyTorch vmap | PyTorch loop | "
+          "td vmap / best PyTorch |")
+    print("|---|---|---|---|---|---|---|")
+    for w, n, v, l, tv, tl in rows:
+        print(f"| {w} | {n} | {v / n:.2f} | {l / n:.2f} | {tv / n:.2f} | {tl / n:.2f} | "
+              f"{v / min(tv, tl):.2f} |")
+    draw(a.plot, meta, rows)
+    print(f"\nwrote {a.plot} and {base}.csv")
+
+
+def write_csv(path, meta, rows):
+    """Per-call medians in microseconds, the run's facts in leading '# key: value' lines."""
+    import csv
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", newline="") as f:
+        for k, v in meta.items():
+            f.write(f"# {k}: {v}\n")
+        out = csv.writer(f)
+        out.writerow(CSV_COLUMNS)
+        for w, n, *us in rows:
+            out.writerow([w, n] + [f"{t:.3f}" for t in us])
+
+
+def read_csv(path):
+    import csv
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    meta = dict(line[2:].split(": ", 1) for line in lines if line.startswith("# "))
+    body = list(csv.reader(line for line in lines if not line.startswith("#")))
+    if body[0] != CSV_COLUMNS:
+        sys.exit(f"bench_vs_torch: {path} does not start with {','.join(CSV_COLUMNS)}")
+    return meta, [[w, int(n)] + [float(t) for t in us] for w, n, *us in body[1:]]
+
+
+def draw(path, meta, rows):
+    plt = pyplot()
+    fig, axes = plt.subplots(1, len(PLOT_WORKLOADS), figsize=(13, 5.4))
+    for ax, (w, (_, _, label)) in zip(axes, PLOT_WORKLOADS.items()):
+        mine = [r for r in rows if r[0] == w]
+        sets = [r[1] for r in mine]
+        for j, (_, name, color, style, marker) in enumerate(PLOT_LINES):
+            ax.plot(sets, [r[2 + j] / r[1] for r in mine], color=color, linestyle=style,
+                    marker=marker, markersize=4, label=name)
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xticks(sets)
+        ax.set_xticklabels([str(n) for n in sets])
+        ax.set_xlabel("number of parameter sets (one batched call)")
+        ax.set_ylabel("time per set, microseconds (lower is better)")
+        ax.set_title(label, fontsize=10)
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=9)
+    rounds = "one round" if meta["rounds"] == "1" else f"medians of {meta['rounds']} rounds"
+    fig.suptitle(f"td vs PyTorch {meta['torch']}: time per set, one thread, {rounds}\n{meta['machine']}, {meta['date']}, "
+                 f"td {meta['td']}", fontsize=11)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
 def median(runs, name, key):
     return statistics.median(r[name][key] for r in runs)
 
@@ -195,10 +360,26 @@ def main():
     ap.add_argument("--name", default="custom")
     ap.add_argument("--loss", help="score each set's output with this torch.nn.functional loss")
     ap.add_argument("--custom", choices=sorted(CUSTOM), help="a named custom workload")
+    ap.add_argument("--plot", metavar="FILE.png",
+                    help="the scaling picture: time per set against 1-1024 sets, an MLP and a small CNN "
+                         "(also FILE.csv and a table on stdout)")
+    ap.add_argument("--from-csv", metavar="FILE.csv",
+                    help="with --plot: redraw the picture from a CSV that --plot wrote, no runs")
     ap.add_argument("--torch-side", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--sets-list", type=lambda v: [int(n) for n in v.split(",")],
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--min-time", type=float, default=0.5, help=argparse.SUPPRESS)
+    ap.add_argument("--repeat", type=int, default=5, help=argparse.SUPPRESS)
+    ap.add_argument("--warmup", type=int, default=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.torch_side:
         return torch_side(a)
+    if a.from_csv:
+        if not a.plot:
+            sys.exit("bench_vs_torch: --from-csv needs --plot FILE.png")
+        return draw(a.plot, *read_csv(a.from_csv))
+    if a.plot:
+        pyplot()  # fail before measuring, not after
     if a.custom:
         flags, target = CUSTOM[a.custom]
         for k, v in flags.items():
@@ -213,6 +394,8 @@ def main():
                       capture_output=True).returncode != 0:
         sys.exit("bench_vs_torch: /usr/bin/python3 cannot import torch and functorch "
                  "(apt-get install python3-torch)")
+    if a.plot:
+        return scaling(a)
     if a.model:
         return custom(a)
     if not os.path.isfile(a.anchor):

@@ -26,9 +26,10 @@ fi
 
 jobs=2
 # TD_NATIVE=OFF: -march=native means nothing to a cross compiler; aarch64 always has NEON, which
-# xsimd and Eigen use without it.
+# xsimd and Eigen use without it. TD_MPI=OFF: the host's MPI is x86-64's (td::mpi is tested natively).
 cmake -S . -B build-arm64 -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_TOOLCHAIN_FILE="$PWD/tools/aarch64-linux-gnu.cmake" -DTD_NATIVE=OFF -DTD_USE_OPENBLAS=OFF
+  -DCMAKE_TOOLCHAIN_FILE="$PWD/tools/aarch64-linux-gnu.cmake" -DTD_NATIVE=OFF -DTD_USE_OPENBLAS=OFF \
+  -DTD_MPI=OFF
 nice -n 10 cmake --build build-arm64 -j"$jobs"
 # Emulation is several times slower than the host: a generous per-test timeout.
 nice -n 10 ctest --test-dir build-arm64 --output-on-failure -j"$jobs" --timeout 1200 "$@"

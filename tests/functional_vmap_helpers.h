@@ -33,6 +33,20 @@ inline std::vector<std::shared_ptr<nn::Module>> ensemble(
   return out;
 }
 
+// Options of a call on params whose input is shared (x) or per set at dim 0 (xs).
+inline nn::FunctionalVmapOptions shared_or_per_set(const TensorDict& params, Randomness r,
+                                                   bool per_set, const Tensor& x,
+                                                   const Tensor& xs) {
+  nn::FunctionalVmapOptions o{.params = params, .randomness = r};
+  if (per_set) {
+    o.kwargs.set("input", xs);
+    o.in_dims = {{"input", 0}};
+  } else {
+    o.args = {x};
+  }
+  return o;
+}
+
 // Reference: set i computed alone, params put into the module by to_module.
 inline Tensor loop_reference(nn::Module& m, const TensorDict& params, const ValueList& args,
                              const ValueDict& kwargs,

@@ -50,13 +50,7 @@ TEST_CASE("sets [b, e): the whole call's outputs and dropout draws of those sets
   for (const Randomness r : {Randomness::Different, Randomness::Same}) {
     for (const bool per_set : {false, true}) {
       CAPTURE(per_set);
-      nn::FunctionalVmapOptions o{.params = params, .randomness = r};
-      if (per_set) {
-        o.kwargs.set("input", xs);
-        o.in_dims = {{"input", 0}};
-      } else {
-        o.args = {x};
-      }
+      const nn::FunctionalVmapOptions o = shared_or_per_set(params, r, per_set, x, xs);
       manual_seed(3);
       const Tensor whole = functional_vmap(*nets[0], o).tensor();
       for (const SetRange s : {SetRange{0, 0}, SetRange{1, 4}, SetRange{0, 6}, SetRange{5, 6}}) {

@@ -12,9 +12,11 @@
 
 #include "engine/engine.h"
 #include "modules/modules.h"
+#include "tests/functional_vmap_helpers.h"
 #include "vmap/vmap.h"
 
 using namespace td;
+using namespace td::test;
 using dist::Gather;
 
 namespace {
@@ -22,21 +24,6 @@ namespace {
 const dist::Communicator& world() {
   static const dist::Communicator c;
   return c;
-}
-
-std::shared_ptr<nn::Module> mlp(double p) {
-  auto seq = std::make_shared<nn::Sequential>();
-  seq->push_back(std::make_shared<nn::Linear>(5, 16));
-  seq->push_back(std::make_shared<nn::ReLU>());
-  if (p > 0) seq->push_back(std::make_shared<nn::Dropout>(p));
-  seq->push_back(std::make_shared<nn::Linear>(16, 3));
-  return seq;
-}
-
-std::vector<std::shared_ptr<nn::Module>> ensemble(int n, double p) {
-  std::vector<std::shared_ptr<nn::Module>> out;
-  for (int i = 0; i < n; ++i) out.push_back(mlp(p));
-  return out;
 }
 
 // The three ways of returning the outputs checked against the one-process result.
@@ -82,7 +69,7 @@ struct Picky : nn::Module {
 TEST_CASE("an MLP ensemble with dropout: any chunk_size, threads, randomness and gather") {
   const auto& c = world();
   manual_seed(7);
-  auto nets = ensemble(7, 0.3);
+  auto nets = ensemble(7, [] { return mlp(5, 16, 3, 0.3); });
   for (auto& n : nets) n->train();
   const TensorDict params = TensorDict::from_modules(nets);
   const Tensor x = randn({4, 5});
@@ -91,13 +78,7 @@ TEST_CASE("an MLP ensemble with dropout: any chunk_size, threads, randomness and
     for (const bool per_set : {false, true}) {
       CAPTURE(c.rank());
       CAPTURE(per_set);
-      nn::FunctionalVmapOptions o{.params = params, .randomness = r};
-      if (per_set) {
-        o.kwargs.set("input", xs);
-        o.in_dims = {{"input", 0}};
-      } else {
-        o.args = {x};
-      }
+      const nn::FunctionalVmapOptions o = shared_or_per_set(params, r, per_set, x, xs);
       manual_seed(21);
       const Tensor whole = nn::functional_vmap(*nets[0], o).tensor();
       for (const std::optional<int64_t> chunk : {std::optional<int64_t>{}, {1}, {3}}) {
@@ -119,7 +100,7 @@ TEST_CASE("an MLP ensemble with dropout: any chunk_size, threads, randomness and
 TEST_CASE("two batch dims and per-set inputs at dim 1: outputs gathered with both dims") {
   const auto& c = world();
   manual_seed(8);
-  auto nets = ensemble(6, 0.0);
+  auto nets = ensemble(6, [] { return mlp(5, 16, 3); });
   const TensorDict params = TensorDict::from_modules(nets).reshape({2, 3});
   const Tensor xs = randn({4, 2, 3, 5});
   const nn::FunctionalVmapOptions o{
@@ -132,7 +113,7 @@ TEST_CASE("two batch dims and per-set inputs at dim 1: outputs gathered with bot
 
 TEST_CASE("fewer sets than ranks: the ranks without a set still take part") {
   manual_seed(9);
-  auto nets = ensemble(2, 0.0);
+  auto nets = ensemble(2, [] { return mlp(5, 16, 3); });
   const TensorDict params = TensorDict::from_modules(nets);
   const nn::FunctionalVmapOptions o{.params = params, .args = {randn({3, 5})}};
   check_gathers(*nets[0], o, nn::functional_vmap(*nets[0], o).tensor());
@@ -252,7 +233,7 @@ TEST_CASE("ranks given different modules or options get a ValueError, not a hang
   CHECK(message.find("where rank 1 has '") != std::string::npos);
   CHECK(message.find("out_features=9") != std::string::npos);
   // the same modules with different gather targets
-  auto same = ensemble(3, 0.0);
+  auto same = ensemble(3, [] { return mlp(5, 16, 3); });
   const TensorDict p2 = TensorDict::from_modules(same);
   CHECK_THROWS_WITH_AS(dist::functional_vmap(c, *same[0], {.params = p2, .args = {randn({2, 5})}},
                                              {.root = c.rank() == 1 ? 1 : 0}),

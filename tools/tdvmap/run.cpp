@@ -163,8 +163,10 @@ TensorDict load_params(const nn::Module& model, const std::vector<std::string>& 
   }
   if (!one_file) {  // members: a rank without any reads the first to know their structure
     const td::SetRange mine = own_sets({static_cast<int64_t>(paths.size())});
-    const std::vector<std::string> own(paths.begin() + std::max<int64_t>(mine.begin, 0),
-                                       paths.begin() + std::max<int64_t>(mine.end, 1));
+    const std::vector<std::string> own =
+        mine.size() > 0 ? std::vector<std::string>(paths.begin() + mine.begin,
+                                                   paths.begin() + mine.end)
+                        : std::vector<std::string>{paths[0]};
     TensorDict file = TensorDict::load_stacked(own, {.key = params_key});
     params_batch(expected, entries_of(file), what);
     if (mine.size() == 0) file = file.slice(0, 0);

@@ -193,26 +193,17 @@ Header read_header(std::istream& f, std::optional<uint64_t> file_size, const Fil
   return h;
 }
 
-// The whole data section after a header of header_length bytes: a regular file's size is known;
-// a pipe or device is read up to the memory budget.
-std::string read_data(std::istream& f, std::optional<uint64_t> file_size, uint64_t header_length,
-                      const FileError& fail) {
+// The whole data section of a pipe or device (a regular file's entries are read one by one),
+// up to the memory budget.
+std::string read_stream_data(std::istream& f, const FileError& fail) {
   const uint64_t budget = static_cast<uint64_t>(memory_budget());
-  if (file_size && *file_size - 8 - header_length > budget)
-    fail(*file_size - 8 - header_length, " data bytes are beyond the memory budget of ", budget,
-         " bytes");
-  std::string bytes;
+  std::string bytes, block;
   try {
-    if (file_size) {
-      read_some(f, bytes, *file_size - 8 - header_length);
-    } else {
-      std::string block;
-      while (f) {
-        read_some(f, block, 1 << 20);
-        if (bytes.size() + block.size() > budget)
-          fail("more data than the memory budget of ", budget, " bytes (not a regular file)");
-        bytes += block;
-      }
+    while (f) {
+      read_some(f, block, 1 << 20);
+      if (bytes.size() + block.size() > budget)
+        fail("more data than the memory budget of ", budget, " bytes (not a regular file)");
+      bytes += block;
     }
   } catch (const ValueError&) {
     throw;
@@ -443,9 +434,14 @@ TensorDict TensorDict::read_safetensors(const std::string& path, Shape batch_siz
     fail("is not a regular file, which a range of sets is read from (by seeking in it)");
   Header header = read_header(f, file_size, fail);
   const uint64_t data_start = 8 + header.length;
-  std::string data;  // the whole load's
-  if (!to_read) data = read_data(f, file_size, header.length, fail);
-  const uint64_t data_size = to_read ? *file_size - data_start : data.size();
+  // A pipe or device is read whole (up to the memory budget); a regular file's entries are read
+  // straight into their tensors.
+  std::string data;
+  if (!file_size) data = read_stream_data(f, fail);
+  const uint64_t data_size = file_size ? *file_size - data_start : data.size();
+  const uint64_t budget = static_cast<uint64_t>(memory_budget());
+  if (!to_read && file_size && data_size > budget)
+    fail(data_size, " data bytes are beyond the memory budget of ", budget, " bytes");
   const Entries entries = check_entries(header, data_size, fail);
   const std::vector<Item>& items = entries.items;
   if (!input && batch_size.empty() && entries.has_meta_batch) batch_size = entries.meta_batch;
@@ -558,14 +554,47 @@ TensorDict TensorDict::read_safetensors(const std::string& path, Shape batch_siz
   };
   const bool saved_root = !entries.has_meta_batch || batch_size == entries.meta_batch;
 
-  std::vector<Tensor> tensors;
-  tensors.reserve(items.size());
-  if (!to_read) {
-    for (const Item& item : items) {
-      tensors.push_back(new_tensor(item, item.shape, fail));
+  // Each entry's runs of bytes read into a tensor of their shape (through a buffer where the
+  // file's dtype is converted).
+  auto read_entries = [&](const std::vector<detail::SetRuns>& runs) {
+    std::vector<Tensor> tensors;
+    tensors.reserve(items.size());
+    std::string buffer;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const Item& item = items[i];
+      tensors.push_back(new_tensor(item, runs[i].shape, fail));
       const int64_t numel = tensors.back().numel();
-      if (numel > 0)
-        copy_elements(item, data.data() + item.begin, tensors.back().raw_data(), numel, fail);
+      if (numel == 0) continue;
+      char* dst = static_cast<char*>(tensors.back().raw_data());
+      if (item.dtype != st_dtype(item.type->dtype)) {
+        buffer.resize(runs[i].bytes());
+        dst = buffer.data();
+      }
+      if (!detail::read_set_runs(f, data_start + item.begin, runs[i], dst))
+        fail("cannot read the data of ", quote_key(item.key),
+             ": the file ends before its header says");
+      copy_elements(item, dst, tensors.back().raw_data(), numel, fail);
+    }
+    return tensors;
+  };
+
+  if (!to_read) {
+    std::vector<Tensor> tensors;
+    if (file_size) {
+      std::vector<detail::SetRuns> whole(items.size());
+      for (size_t i = 0; i < items.size(); ++i) {
+        whole[i].shape = items[i].shape;
+        whole[i].length = items[i].end - items[i].begin;
+        whole[i].count = whole[i].length > 0 ? 1 : 0;
+      }
+      tensors = read_entries(whole);
+    } else {
+      for (const Item& item : items) {
+        tensors.push_back(new_tensor(item, item.shape, fail));
+        const int64_t numel = tensors.back().numel();
+        if (numel > 0)
+          copy_elements(item, data.data() + item.begin, tensors.back().raw_data(), numel, fail);
+      }
     }
     return build(std::move(tensors), batch_size, saved_root);
   }
@@ -608,26 +637,10 @@ TensorDict TensorDict::read_safetensors(const std::string& path, Shape batch_siz
         detail::cat_str("[", fail.op, "] '", path, "': entry ", quote_key(item.key))));
     total += runs.back().bytes();
   }
-  const uint64_t budget = static_cast<uint64_t>(memory_budget());
   if (total > budget)
     fail(total, " data bytes of sets [", sets.begin, ", ", sets.end,
          ") are beyond the memory budget of ", budget, " bytes");
-  std::string buffer;  // an entry's bytes to convert
-  for (size_t i = 0; i < items.size(); ++i) {
-    const Item& item = items[i];
-    tensors.push_back(new_tensor(item, runs[i].shape, fail));
-    const int64_t numel = tensors.back().numel();
-    if (numel == 0) continue;
-    char* dst = static_cast<char*>(tensors.back().raw_data());
-    if (item.dtype != st_dtype(item.type->dtype)) {
-      buffer.resize(runs[i].bytes());
-      dst = buffer.data();
-    }
-    if (!detail::read_set_runs(f, data_start + item.begin, runs[i], dst))
-      fail("cannot read the data of ", quote_key(item.key),
-           ": the file ends before its header says");
-    copy_elements(item, dst, tensors.back().raw_data(), numel, fail);
-  }
+  std::vector<Tensor> tensors = read_entries(runs);
   if (input) return build(std::move(tensors), {}, false);
   return map_dict(whole, [&](const Tensor& p) { return tensors[item_of.at(&p.impl())]; },
                   {sets.size()});

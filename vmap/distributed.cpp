@@ -105,6 +105,29 @@ void check_same(const Communicator& c, const std::string& description, const cha
                           quote_key(la, 200), " where rank ", other, " has ", quote_key(lb, 200));
 }
 
+// A tensor's dtype and its shape without its first set_dims dims (one set's).
+std::string per_set(const Tensor& t, int64_t set_dims) {
+  const Shape& sh = t.shape();
+  return detail::cat_str(dtype_name(t.dtype()), " per set ",
+                         Shape(sh.begin() + std::min<int64_t>(set_dims, t.dim()), sh.end()));
+}
+
+// A line per leaf of d: `prefix`, its key, dtype and per-set shape.
+void describe_leaves(std::ostream& os, const char* prefix, const TensorDict& d, int64_t set_dims) {
+  for (const auto& [key, t] : d.leaves())
+    os << prefix << "'" << key << "' " << per_set(t, set_dims) << "\n";
+}
+
+// A ValueError unless a rank's shard of the ensemble (`what`: its params or its shard) has batch
+// size [its sets].
+void check_shard(const Communicator& c, const char* op, const char* what, const Shape& got,
+                 const Shape& batch_size, SetRange mine) {
+  if (got != Shape{mine.size()})
+    throw_error<ValueError>("[", op, "] rank ", c.rank(), " of ", c.size(), " owns sets [",
+                            mine.begin, ", ", mine.end, ") of batch_size ", batch_size, ": its ",
+                            what, " must have batch_size [", mine.size(), "], got ", got);
+}
+
 // What every rank must agree on before the sets are shared out.
 std::string describe_call(const nn::Module& module, const TensorDict& params, int64_t set_dims,
                           const Shape& batch_size, const nn::FunctionalVmapOptions& o,
@@ -113,11 +136,7 @@ std::string describe_call(const nn::Module& module, const TensorDict& params, in
   os << "module " << module << "\n";
   for (const auto& [name, m] : const_cast<nn::Module&>(module).named_modules())
     os << "training '" << name << "' " << m->is_training() << "\n";
-  for (const auto& [key, t] : params.leaves()) {
-    const Shape& sh = t.shape();
-    os << "params '" << key << "' " << dtype_name(t.dtype()) << " per set "
-       << Shape(sh.begin() + std::min<int64_t>(set_dims, t.dim()), sh.end()) << "\n";
-  }
+  describe_leaves(os, "params ", params, set_dims);
   os << "batch_size " << batch_size << "\n";
   os << "method " << o.method.value_or("forward") << "\n";
   os << "randomness " << static_cast<int>(o.randomness) << "\n";
@@ -133,21 +152,11 @@ std::string describe_call(const nn::Module& module, const TensorDict& params, in
 struct OutputSignature {
   std::ostringstream os;
   void leaf(const Value& v) {
-    if (v.is_tensor()) {
-      const Shape& sh = v.tensor().shape();
-      os << "tensor " << dtype_name(v.tensor().dtype()) << " "
-         << Shape(sh.begin() + std::min<int64_t>(1, v.tensor().dim()), sh.end()) << "\n";
-    } else {
-      os << v.kind_name() << "\n";
-    }
+    os << (v.is_tensor() ? "tensor " + per_set(v.tensor(), 1) : v.kind_name()) << "\n";
   }
   void tensordict(const TensorDict& d) {
     os << "TensorDict " << Shape(d.batch_size().begin() + 1, d.batch_size().end()) << "\n";
-    for (const auto& [key, t] : d.leaves()) {
-      const Shape& sh = t.shape();
-      os << "  '" << key << "' " << dtype_name(t.dtype()) << " " << Shape(sh.begin() + 1, sh.end())
-         << "\n";
-    }
+    describe_leaves(os, "  ", d, 1);
   }
   template <class Walk>
   void child(const Value&, size_t i, const std::string* key, const Walk& walk) {
@@ -290,11 +299,7 @@ Value functional_vmap(const Communicator& c, const nn::Module& module,
   const SetRange mine = c.shard(total);
   collectively(c, [&] {
     check_root(c, s.root, op);
-    if (sharded && params.batch_size() != Shape{mine.size()})
-      throw_error<ValueError>("[", op, "] rank ", c.rank(), " of ", c.size(), " owns sets [",
-                              mine.begin, ", ", mine.end, ") of batch_size ", batch_size,
-                              ": its params must have batch_size [", mine.size(), "], got ",
-                              params.batch_size());
+    if (sharded) check_shard(c, op, "params", params.batch_size(), batch_size, mine);
     if (sharded && batch_size.empty())
       throw_error<ValueError>("[", op, "] ShardOptions::batch_size is [], which has no sets");
   });
@@ -329,18 +334,10 @@ TensorDict gather_sets(const Communicator& c, const TensorDict& shard, const Sha
   const SetRange mine = c.shard(shape_numel(batch_size));
   collectively(c, [&] {
     check_root(c, root, op);
-    if (shard.batch_size() != Shape{mine.size()})
-      throw_error<ValueError>("[", op, "] rank ", c.rank(), " of ", c.size(), " owns sets [",
-                              mine.begin, ", ", mine.end, ") of batch_size ", batch_size,
-                              ": its shard must have batch_size [", mine.size(), "], got ",
-                              shard.batch_size());
+    check_shard(c, op, "shard", shard.batch_size(), batch_size, mine);
   });
   std::ostringstream os;
-  for (const auto& [key, t] : shard.leaves()) {
-    const Shape& sh = t.shape();
-    os << "'" << key << "' " << dtype_name(t.dtype()) << " per set "
-       << Shape(sh.begin() + 1, sh.end()) << "\n";
-  }
+  describe_leaves(os, "", shard, 1);
   os << "batch_size " << batch_size << " to " << static_cast<int>(to) << " root " << root << "\n";
   check_same(c, os.str(), op, "dicts or targets");
   TensorDict whole = gather_dict(c, shard, batch_size, to, root);

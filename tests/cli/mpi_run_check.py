@@ -109,6 +109,12 @@ CASES = {
                 "--params", f"{DATA}/layernorm_per_set.params.safetensors",
                 "--input", f"input={DATA}/layernorm_per_set.input.safetensors",
                 "--in-dim", "input=0"],
+    # a negative dim: the input is read whole, then sliced
+    "per_set_negative_dim": ["--model", "Sequential(Linear(6, 16), LayerNorm((16,), eps=1e-5), "
+                             "Tanh(), Linear(16, 3))",
+                             "--params", f"{DATA}/layernorm_per_set.params.safetensors",
+                             "--input", f"input={DATA}/layernorm_per_set.input.safetensors",
+                             "--in-dim", "input=-3"],
     "cnn": ["--model", "Sequential(Conv2d(2, 4, (3, 3), padding=1), ReLU(), MaxPool2d(2), "
             "Flatten(), Linear(16, 3))", "--params", f"{DATA}/cnn.params.safetensors",
             "--input", f"input={DATA}/cnn.input.safetensors"],

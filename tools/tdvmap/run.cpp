@@ -164,9 +164,9 @@ TensorDict load_params(const nn::Module& model, const std::vector<std::string>& 
   if (!one_file) {  // members: a rank without any reads the first to know their structure
     const td::SetRange mine = own_sets({static_cast<int64_t>(paths.size())});
     const std::vector<std::string> own =
-        mine.size() > 0 ? std::vector<std::string>(paths.begin() + mine.begin,
-                                                   paths.begin() + mine.end)
-                        : std::vector<std::string>{paths[0]};
+        mine.size() > 0
+            ? std::vector<std::string>(paths.begin() + mine.begin, paths.begin() + mine.end)
+            : std::vector<std::string>{paths[0]};
     TensorDict file = TensorDict::load_stacked(own, {.key = params_key});
     params_batch(expected, entries_of(file), what);
     if (mine.size() == 0) file = file.slice(0, 0);
@@ -193,21 +193,16 @@ struct InputSets {
   int64_t dim;
 };
 
-// The sets [begin, end) at dims [dim, dim + nb) of each tensor of a file read whole, flattened.
-TensorDict narrow_sets(const TensorDict& file, const InputSets& s) {
+// The rank's sets at dims [dim, dim + nb) of input tensor `key`, read whole, flattened to one dim.
+Tensor narrow_sets(const std::string& key, const Tensor& t, const InputSets& s) {
   const int64_t nb = static_cast<int64_t>(s.shard.batch.size());
-  TensorDict out;
-  for (const auto& [key, t] : file.leaves()) {
-    const int64_t d = s.dim < 0 ? s.dim + t.dim() : s.dim;  // as functional_vmap's in_dims
-    if (d < 0 || d > t.dim() - nb ||
-        Shape(t.shape().begin() + d, t.shape().begin() + d + nb) != s.shard.batch)
-      td::throw_error<td::ValueError>("input '", key, "' has shape ", shape_text(t.shape()),
-                                      ", which does not hold the sets ", shape_text(s.shard.batch),
-                                      " at dim ", s.dim);
-    out.set(key,
-            t.flatten(d, d + nb - 1).narrow(d, s.shard.sets.begin, s.shard.sets.size()).clone());
-  }
-  return out;
+  const int64_t d = s.dim < 0 ? s.dim + t.dim() : s.dim;  // as functional_vmap's in_dims
+  if (d < 0 || d > t.dim() - nb ||
+      Shape(t.shape().begin() + d, t.shape().begin() + d + nb) != s.shard.batch)
+    td::throw_error<td::ValueError>("input '", key, "' has shape ", shape_text(t.shape()),
+                                    ", which does not hold the sets ", shape_text(s.shard.batch),
+                                    " at dim ", s.dim);
+  return t.flatten(d, d + nb - 1).narrow(d, s.shard.sets.begin, s.shard.sets.size()).clone();
 }
 
 // One input from a safetensors or .npz file (or the array of an .npy file): its only entry, the
@@ -225,13 +220,14 @@ td::Value load_input(const std::string& name, const std::string& path,
     file = TensorDict::load_safetensors_input(path, sh.sets, total, sets->dim, nb);
   } else if (npy) {
     const Tensor t = td::load_npy(path);
-    if (!sets) return t;
-    TensorDict one;
-    one.set("input", t);
-    return narrow_sets(one, *sets).get("input");
+    return sets ? narrow_sets("input", t, *sets) : t;
   } else {
     file = npz ? td::load_npz(path) : TensorDict::load_safetensors(path);
-    if (sets) file = narrow_sets(file, *sets);
+    if (sets) {
+      TensorDict narrowed;
+      for (const auto& [key, t] : file.leaves()) narrowed.set(key, narrow_sets(key, t, *sets));
+      file = std::move(narrowed);
+    }
   }
   const auto leaves = file.leaves();
   if (leaves.size() == 1) return leaves[0].second;

@@ -231,7 +231,8 @@ TEST_CASE("a depthwise conv ensemble: vmap equals the loop over sets bit for bit
   SUBCASE("3x3, stride 1, multiplier 1") {
     auto nets = ensemble(5, [] { return std::make_shared<nn::Conv2d>(16, 16, 3, 1, 1, 1, 16); });
     TensorDict params = TensorDict::from_modules(nets);
-    threads_and_chunks(*nets[0], params, randn({4, 16, 16, 16}), randn({5, 4, 16, 16, 16}));
+    // enough work that two threads share the planes
+    threads_and_chunks(*nets[0], params, randn({8, 16, 32, 32}), randn({5, 8, 16, 32, 32}));
   }
   SUBCASE("3x3, stride 2, multiplier 2, no bias") {
     auto nets =

@@ -35,6 +35,7 @@ OpTable& table() {
 std::atomic<bool> g_fallback_enabled{true};
 
 thread_local std::array<int64_t, static_cast<size_t>(KernelKind::kCount)> g_kernel_counts{};
+thread_local int64_t g_multiply_adds = 0;
 
 // Per-set loop for an op without a rule: slice every batched input, call, stack.
 std::vector<Batched> fallback_loop(const RuleContext& ctx, std::span<const Batched> in,
@@ -204,6 +205,11 @@ int64_t fallback_count(OpId op) { return table().fallbacks[static_cast<size_t>(o
 
 void count_kernel(KernelKind kind) { ++g_kernel_counts[static_cast<size_t>(kind)]; }
 int64_t kernel_count(KernelKind kind) { return g_kernel_counts[static_cast<size_t>(kind)]; }
-void reset_kernel_counts() { g_kernel_counts.fill(0); }
+void reset_kernel_counts() {
+  g_kernel_counts.fill(0);
+  g_multiply_adds = 0;
+}
+void count_multiply_adds(int64_t n) { g_multiply_adds += n; }
+int64_t multiply_add_count() { return g_multiply_adds; }
 
 }  // namespace td

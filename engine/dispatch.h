@@ -97,5 +97,9 @@ enum class KernelKind : int { Gemm, Elementwise, Reduce, Conv, Copy, Random, Oth
 void count_kernel(KernelKind kind);
 int64_t kernel_count(KernelKind kind);
 void reset_kernel_counts();
+// Multiply-adds of the GEMMs and convolutions this thread launched since the reset (tdvmap
+// bench's GFLOP/s of a --model workload).
+void count_multiply_adds(int64_t n);
+int64_t multiply_add_count();
 
 }  // namespace td

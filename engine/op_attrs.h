@@ -170,6 +170,7 @@ struct ConvAttrs {
   IntList stride{}, padding{}, dilation{};
   int64_t groups = 1;
   int64_t sets = 1;  // the weight is `sets` banks of filters, all over the one input
+  bool fused_relu = false;  // conv2d_relu: ReLU applied as the GEMM stores the output
 };
 
 // max_pool2d, avg_pool2d; empty stride = kernel, empty padding/dilation = 0/1

@@ -306,6 +306,11 @@ struct ConvPadding : IntOrList {
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
               const IntOrList& stride = {1, 1}, const ConvPadding& padding = {0, 0},
               const IntOrList& dilation = {1, 1}, int64_t groups = 1);
+// relu(conv2d(...)) in one pass where the GEMM writes the output planes (what Sequential runs
+// for a Conv2d followed by a ReLU).
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
+                   const IntOrList& stride = {1, 1}, const ConvPadding& padding = {0, 0},
+                   const IntOrList& dilation = {1, 1}, int64_t groups = 1);
 // torch.nn.functional.conv1d: x [N, C, L] or unbatched [C, L], weight [out, in/groups, k];
 // stride, padding and dilation one value each (padding also "same"/"valid"). The conv2d op over
 // a unit height, so vmap batches it through conv2d's rule.

@@ -5,6 +5,7 @@
 
 #include "engine/ops.h"
 #include "modules/activation.h"
+#include "modules/conv.h"
 #include "modules/linear.h"
 
 namespace td::nn {
@@ -31,17 +32,22 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
   return modules_[i];
 }
 
-// A Linear followed by a ReLU (exactly those classes, not subclasses that may override forward)
-// runs as one linear_relu: the ReLU is applied as the GEMM stores its output, saving a pass over
-// the activations.
+// A Linear or Conv2d followed by a ReLU (exactly those classes, not subclasses that may
+// override forward) runs as one linear_relu or conv2d_relu: the ReLU is applied as the GEMM
+// stores its output, saving a pass over the activations.
 Value Sequential::forward(const Value& input) {
   Value v = input;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    const Module& m = *modules_[i];
-    if (i + 1 < modules_.size() && typeid(m) == typeid(Linear) &&
-        typeid(*modules_[i + 1]) == typeid(ReLU) && v.is_tensor()) {
+    Module& m = *modules_[i];
+    const bool then_relu = i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU);
+    if (then_relu && v.is_tensor() && typeid(m) == typeid(Linear)) {
       const auto& lin = static_cast<const Linear&>(m);
       v = linear_relu(v.tensor(), lin.weight, lin.bias);
+      ++i;
+      continue;
+    }
+    if (then_relu && v.is_tensor() && typeid(m) == typeid(Conv2d)) {
+      v = static_cast<Conv2d&>(m).forward_relu(v.tensor());
       ++i;
       continue;
     }

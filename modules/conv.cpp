@@ -74,17 +74,25 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, i
   register_method("forward", &Conv2d::forward, {"input"});
 }
 
-Tensor Conv2d::forward(const Tensor& input) {
-  if (padding_mode == "zeros")
-    return conv2d(input, weight, bias, stride.list(),
-                  padding.mode.empty() ? ConvPadding(padding.list()) : ConvPadding(padding.mode),
-                  dilation.list(), groups);
-  const auto p = padding.mode == "same"
-                     ? conv_same_padding(kernel_size.h, kernel_size.w, dilation.h, dilation.w)
-                     : std::array<int64_t, 4>{padding.w, padding.w, padding.h, padding.h};
-  const Tensor x = pad(input, {p[0], p[1], p[2], p[3]}, padding_mode);
-  return conv2d(x, weight, bias, stride.list(), {0, 0}, dilation.list(), groups);
+namespace {
+Tensor conv2d_forward(const Conv2d& m, const Tensor& input, bool relu) {
+  const auto f = relu ? conv2d_relu : conv2d;
+  if (m.padding_mode == "zeros")
+    return f(input, m.weight, m.bias, m.stride.list(),
+             m.padding.mode.empty() ? ConvPadding(m.padding.list()) : ConvPadding(m.padding.mode),
+             m.dilation.list(), m.groups);
+  const auto p =
+      m.padding.mode == "same"
+          ? conv_same_padding(m.kernel_size.h, m.kernel_size.w, m.dilation.h, m.dilation.w)
+          : std::array<int64_t, 4>{m.padding.w, m.padding.w, m.padding.h, m.padding.h};
+  const Tensor x = pad(input, {p[0], p[1], p[2], p[3]}, m.padding_mode);
+  return f(x, m.weight, m.bias, m.stride.list(), {0, 0}, m.dilation.list(), m.groups);
 }
+}  // namespace
+
+Tensor Conv2d::forward(const Tensor& input) { return conv2d_forward(*this, input, false); }
+
+Tensor Conv2d::forward_relu(const Tensor& input) { return conv2d_forward(*this, input, true); }
 
 std::string Conv2d::extra_repr() const {
   std::ostringstream os;

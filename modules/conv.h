@@ -67,6 +67,8 @@ class Conv2d : public Module {
          Padding2 padding = 0, Size2 dilation = 1, int64_t groups = 1, bool bias = true,
          std::string padding_mode = "zeros");
   Tensor forward(const Tensor& input);
+  // relu(forward(input)), the ReLU applied as the output is written (Sequential's Conv2d, ReLU)
+  Tensor forward_relu(const Tensor& input);
 
   int64_t in_channels, out_channels;
   Size2 kernel_size, stride;

@@ -217,3 +217,20 @@ TEST_CASE("Sequential runs a Linear followed by a ReLU as one fused GEMM, with t
   nn::Sequential tail{std::make_shared<nn::ReLU>(), lin1};
   CHECK(allclose(tail({x}).tensor(), linear(relu(x), lin1->weight, lin1->bias), 1e-6, 1e-6));
 }
+
+TEST_CASE("Sequential runs a Conv2d followed by a ReLU as one conv2d_relu, with the same bits") {
+  manual_seed(10);
+  for (const char* mode : {"zeros", "reflect"}) {
+    CAPTURE(mode);
+    auto conv = std::make_shared<nn::Conv2d>(3, 8, 3, 1, 1, 1, 1, true, mode);
+    nn::Sequential net{conv, std::make_shared<nn::ReLU>(), std::make_shared<nn::Tanh>()};
+    Tensor x = randn({2, 3, 10, 10});
+    Tensor h = conv->forward(x);
+    CHECK(amin(h).item<float>() < 0.0f);  // the ReLU has work to do
+    reset_kernel_counts();
+    Tensor got = net({x}).tensor();
+    CHECK(kernel_count(KernelKind::Conv) == 1);
+    CHECK(kernel_count(KernelKind::Elementwise) == 1);  // the Tanh only
+    CHECK(equal(got, tanh(relu(h))));
+  }
+}

@@ -16,6 +16,7 @@
 #include "engine/engine.h"
 #include "tests/tensor_values.h"
 #include "tests/test_util.h"
+#include "vmap/vmap.h"
 
 using namespace td;
 using namespace td::test;
@@ -146,6 +147,17 @@ PoolRef<T> ref_pool_windows(const std::vector<T>& x, int64_t planes, int64_t h, 
 template <class T>
 bool same_bits(T a, T b) {
   return std::memcmp(&a, &b, sizeof a) == 0;
+}
+
+template <class T>
+bool same_bits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+bool tensor_bits_equal(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  return a.dtype() == kFloat32 ? same_bits(a.to_vector<float>(), b.to_vector<float>())
+                               : same_bits(a.to_vector<double>(), b.to_vector<double>());
 }
 
 // Values with ties, signed zeros, NaNs of distinct payloads and runs of -inf (max), or of
@@ -302,18 +314,18 @@ TEST_CASE("conv2d against a direct convolution loop") {
 }
 
 TEST_CASE("conv2d's register-blocked path gathers every geometry's receptive fields") {
-  // Float32 output planes of 64 or more pixels with small filters: the kernel packs each panel
-  // of 16 or 32 output pixels from x itself (rows of 64 outputs or more, stride 1 along them;
-  // im2col's columns otherwise), so panels that span output rows, windows in the padding on
-  // either side, strides, dilations, depths past one panel's (128 rows) and strided inputs all
-  // meet its gather.
-  // Panels inside one output row whose windows all lie inside x are read from x in place.
+  // Float32 output planes of 64 or more pixels with small filters: the kernel reads each panel
+  // of 16 or 32 output pixels from x itself (no padding, stride 1, rows of unit stride) or from
+  // a zero-padded copy split into phases by the stride, in place when each of the panel's two
+  // vectors lies within one output row and copied a run at a time otherwise. So panels that
+  // span output rows, rows of a multiple of the vector (8 or 16) and not, windows in the padding
+  // on either side, strides 1-3 mixed with dilations (taps in every phase), depths past one
+  // panel's (128 rows), strided inputs and a last panel not full all meet it.
   struct Case {
     int64_t n, c, h, w, o, kh, kw, s0, s1, p0, p1, d0, d1, g;
     bool channels_last;
   };
   const Case cases[] = {
-      // rows of 64 outputs or more, stride 1 along them: panels from x
       {2, 3, 12, 80, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // rows of 80: in place and not
       {1, 2, 4, 70, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 70: panels span rows
       {1, 2, 3, 64, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 64: whole panels
@@ -325,10 +337,21 @@ TEST_CASE("conv2d's register-blocked path gathers every geometry's receptive fie
       {1, 4, 9, 70, 4, 3, 3, 2, 1, 0, 1, 1, 1, 1, true},     // channels-last, stride 2 down
       {1, 1, 1, 64, 2, 1, 1, 1, 1, 0, 0, 1, 1, 1, false},    // 1x1
       {1, 1, 2, 64, 1, 8, 8, 1, 1, 4, 4, 1, 1, 1, false},    // windows mostly in the padding
-      // shorter rows or a stride along them: panels from im2col's columns
-      {2, 3, 12, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // rows of 9
-      {1, 2, 16, 33, 3, 3, 5, 2, 2, 1, 2, 1, 1, 1, false},  // stride 2, rows of 17
-      {2, 20, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // depth 180
+      {2, 3, 12, 9, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 9
+      {1, 2, 16, 33, 3, 3, 5, 2, 2, 1, 2, 1, 1, 1, false},   // stride 2, rows of 17
+      {2, 20, 9, 9, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // depth 180
+      {2, 6, 16, 16, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},   // rows of 16: two rows a panel
+      {1, 4, 8, 8, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},     // rows of 8
+      {1, 3, 6, 24, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},    // rows of 24
+      {1, 5, 16, 16, 4, 1, 1, 1, 1, 0, 0, 1, 1, 1, false},   // 1x1 in place, rows of 16
+      {2, 4, 10, 12, 6, 3, 3, 1, 1, 0, 0, 1, 1, 2, false},   // unpadded, in x, rows of 10
+      {1, 3, 32, 32, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},   // stride 2: four phases
+      {1, 3, 31, 33, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},   // stride 2, odd sizes
+      {1, 2, 30, 50, 3, 3, 3, 3, 2, 1, 0, 1, 2, 1, false},   // strides (3, 2), column dilation
+      {1, 2, 20, 40, 3, 5, 3, 2, 1, 2, 1, 2, 1, 1, false},   // stride 2 rows, dilation 2
+      {1, 2, 18, 36, 3, 2, 2, 2, 2, 0, 0, 1, 1, 1, false},   // stride 2, unpadded
+      {1, 2, 17, 40, 3, 4, 4, 3, 3, 2, 2, 1, 1, 1, true},    // stride 3, channels-last
+      {1, 6, 17, 17, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, false},   // last panel not full (289)
   };
   for (const Case& k : cases) {
     CAPTURE(k.c);
@@ -356,6 +379,75 @@ TEST_CASE("conv2d's register-blocked path gathers every geometry's receptive fie
                       4, 3, 5, 1, 1, 1, 2, 1, 1, 1, oh, ow);
   REQUIRE(y.shape() == Shape{2, 4, oh, ow});
   check_close(y, ref, 1e-4);
+}
+
+TEST_CASE("conv2d_relu is relu(conv2d) bit for bit, on every path and under vmap") {
+  struct Case {
+    int64_t n, c, h, w, o, k, s, p, g;
+    DType dt;
+  };
+  const Case cases[] = {
+      {2, 4, 16, 16, 6, 3, 1, 1, 1, kFloat32},  // the register-blocked path, in place
+      {2, 4, 17, 17, 6, 3, 2, 1, 2, kFloat32},  // stride 2, groups, a short last panel
+      {1, 3, 5, 5, 4, 3, 1, 1, 1, kFloat32},    // planes under 64 pixels: im2col and a GEMM
+      {2, 4, 12, 12, 6, 3, 1, 1, 1, kFloat64},  // float64: im2col and a GEMM
+      {1, 2, 9, 9, 4, 1, 1, 0, 1, kFloat32},    // 1x1, read from x
+      {2, 4, 11, 11, 4, 3, 1, 1, 4, kFloat32},  // depthwise: the direct kernel
+      {2, 4, 12, 12, 8, 3, 2, 1, 4, kFloat32},  // depthwise, multiplier 2, stride 2
+  };
+  for (const Case& k : cases) {
+    CAPTURE(k.h);
+    CAPTURE(k.dt);
+    // a NaN in the input: relu keeps it, and so must the fused store
+    Tensor x = seq({k.n, k.c, k.h, k.w}, k.dt, 0.31);
+    std::vector<double> xv = x.to_vector<double>();
+    xv[5] = std::numeric_limits<double>::quiet_NaN();
+    x = tensor<double>(xv, x.shape()).to(k.dt);
+    Tensor w = sub(seq({k.o, k.c / k.g, k.k, k.k}, k.dt, 0.57), 0.2);
+    Tensor b = sub(seq({k.o}, k.dt, 1.1), 0.3);
+    Tensor fused = conv2d_relu(x, w, b, k.s, k.p, 1, k.g);
+    Tensor ref = relu(conv2d(x, w, b, k.s, k.p, 1, k.g));
+    REQUIRE(fused.shape() == ref.shape());
+    const std::vector<double> fv = fused.to_vector<double>(), rv = ref.to_vector<double>();
+    int64_t negative = 0, nan = 0, zero = 0;
+    for (size_t i = 0; i < fv.size(); ++i) {
+      negative += fv[i] < 0;
+      nan += std::isnan(fv[i]);
+      zero += fv[i] == 0;
+    }
+    CHECK(negative == 0);
+    CHECK(nan > 0);
+    CHECK(zero > 0);  // the ReLU had something to do
+    CHECK(tensor_bits_equal(fused, ref));
+    CHECK(tensor_bits_equal(conv2d_relu(x[0], w, b, k.s, k.p, 1, k.g), ref[0]));
+
+    // under vmap: per-set filters over the shared input, a per-set input, a per-set bias alone
+    const int64_t sets = 3;
+    Tensor ws = stack({w, mul(w, -1.0), add(w, 0.1)});
+    Tensor bs = stack({b, mul(b, -1.0), add(b, 0.2)});
+    Tensor xs = stack({x, mul(x, 0.5), sub(x, 0.1)});
+    auto f = [&](Tensor xi, Tensor wi, Tensor bi) {
+      return conv2d_relu(xi, wi, bi, k.s, k.p, 1, k.g);
+    };
+    auto loop = [&](auto pick_x, auto pick_w, auto pick_b) {
+      std::vector<Tensor> outs;
+      for (int64_t i = 0; i < sets; ++i)
+        outs.push_back(relu(conv2d(pick_x(i), pick_w(i), pick_b(i), k.s, k.p, 1, k.g)));
+      return stack(outs);
+    };
+    auto shared = [](const Tensor& t) { return [t](int64_t) { return t; }; };
+    auto per_set = [](const Tensor& t) { return [t](int64_t i) { return t[i]; }; };
+    CHECK(tensor_bits_equal(vmap(f, {.in_dims = {std::nullopt, 0, 0}})(x, ws, bs),
+                            loop(shared(x), per_set(ws), per_set(bs))));
+    CHECK(tensor_bits_equal(vmap(f, {.in_dims = {0, std::nullopt, std::nullopt}})(xs, w, b),
+                            loop(per_set(xs), shared(w), shared(b))));
+    CHECK(tensor_bits_equal(vmap(f, {.in_dims = {0, 0, 0}})(xs, ws, bs),
+                            loop(per_set(xs), per_set(ws), per_set(bs))));
+    CHECK(tensor_bits_equal(vmap(f, {.in_dims = {std::nullopt, std::nullopt, 0}})(x, w, bs),
+                            loop(shared(x), shared(w), per_set(bs))));
+    CHECK(tensor_bits_equal(vmap(f, {.in_dims = {0, std::nullopt, 0}})(xs, w, bs),
+                            loop(per_set(xs), shared(w), per_set(bs))));
+  }
 }
 
 TEST_CASE("conv2d with groups whose columns fill the cache runs them in blocks, same values") {

@@ -47,7 +47,7 @@ void check_sets(const Tensor& whole, int64_t nb, const Tensor& part, SetRange r)
 
 TEST_CASE("load_safetensors(path, sets): the sets' part of every entry, one or two batch dims") {
   manual_seed(1);
-  for (const Shape batch : {Shape{6}, Shape{2, 3}}) {
+  for (const Shape& batch : {Shape{6}, Shape{2, 3}}) {
     CAPTURE(batch);
     TensorDict d(batch);
     Shape b = batch;

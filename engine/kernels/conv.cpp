@@ -1,11 +1,9 @@
-// conv2d's loops around its GEMM: im2col (an input's receptive fields as the columns of a
-// matrix) and conv_scatter (the GEMM's rows into the output's channels, plus bias), or
-// conv_planes, whose GEMM packs the receptive fields from the input itself.
+// conv2d's loops around its GEMM: conv_planes, whose GEMM reads the receptive fields from the
+// input itself (or a padded copy of it), or im2col (an input's receptive fields as the columns
+// of a matrix) and conv_scatter (the GEMM's rows into the output's channels, plus bias).
 #include <algorithm>
 #include <array>
 #include <cstdint>
-#include <optional>
-#include <tuple>
 #include <vector>
 
 #include "engine/kernels/kernels.h"
@@ -153,115 +151,107 @@ inline void copy_short(const float* src, float* dst, int64_t n) {
 // The receptive fields of an image's group of input channels, a panel of output pixels at a
 // time: row p = (c * kh + ky) * kw + kx of a panel holds x[c, iy, ix] for its pixels (oy, ox),
 // iy = oy * s0 - p0 + ky * d0, ix = ox * s1 - p1 + kx * d1, zero in the padding: the values
-// im2col would write, so the product's bits are the same. A panel of one output row whose
-// windows all lie inside x (stride 1 along the row) is not copied: the GEMM reads its rows from x.
+// im2col would write, so the product's bits are the same. Tap p of pixel q = oy * ow + ox is
+// read at plane + offs[p] + q, so a panel's rows lie in place: in x itself for a 1x1 (or kh x 1)
+// convolution without padding or stride on contiguous rows, else in a copy of the image's group
+// of channels made for it, kw times x's size rather than im2col's kh * kw: for each channel and
+// kx, the padded rows' elements ix = ox * s1 - p1 + kx * d1 for ox < ow, the rows split into s0
+// phases (rows a, a + s0, ...), so that one output row's taps follow the previous row's.
 class PatchPanels final : public PanelSource {
  public:
   PatchPanels(const Tensor& x, const ConvGeom& g) : g_(g), x_(x.data<float>()) {
     const Strides& st = x.strides();
-    ns_ = st[0], cs_ = st[1], rs_ = st[2], xs_ = st[3] * g.stride[1];
-    const int64_t ckk = g.cin / g.groups * g.kh * g.kw;
-    taps_.resize(ckk);
-    offs_.resize(ckk);
-    int64_t p = 0;
-    for (int64_t c = 0; c < g.cin / g.groups; ++c)
+    ns_ = st[0], xcs_ = st[1], xrs_ = st[2], xss_ = st[3];
+    const int64_t cg = g.cin / g.groups, s0 = g.stride[0];
+    copy_ = !(g.kw == 1 && s0 == 1 && g.stride[1] == 1 && g.pad[0] == 0 && g.pad[1] == 0 &&
+              xss_ == 1 && xrs_ == g.w);
+    // a phase's rows: enough for every tap's (oy + ky * d0 / s0 < ph)
+    ph_ = g.oh + (g.kh - 1) * g.dil[0] / s0;
+    if (copy_) {
+      // on a 64-byte line: a panel row of an output row that starts one is read whole
+      buf_.resize(cg * g.kw * s0 * ph_ * g.ow + 16);
+      const auto at = reinterpret_cast<uintptr_t>(buf_.data());
+      copy_at_ = buf_.data() + (64 - at % 64) % 64 / sizeof(float);
+    }
+    const int64_t cs = copy_ ? g.kw * s0 * ph_ * g.ow : xcs_;
+    offs_.reserve(cg * g.kh * g.kw);
+    for (int64_t c = 0; c < cg; ++c)
       for (int64_t ky = 0; ky < g.kh; ++ky)
-        for (int64_t kx = 0; kx < g.kw; ++kx, ++p) {
-          Tap& t = taps_[p];
-          t.dy = ky * g.dil[0] - g.pad[0];
-          std::tie(t.lo, t.hi) = valid_range(g.ow, g.stride[1], g.pad[1], kx * g.dil[1], g.w);
-          offs_[p] = c * cs_ + t.dy * rs_ + (kx * g.dil[1] - g.pad[1]) * st[3];
-          dy_lo_ = std::min(dy_lo_, t.dy), dy_hi_ = std::max(dy_hi_, t.dy);
-          lo_ = std::max(lo_, t.lo), hi_ = std::min(hi_, t.hi);
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const int64_t y = ky * g.dil[0];
+          offs_.push_back(copy_ ? c * cs + ((kx * s0 + y % s0) * ph_ + y / s0) * g.ow
+                                : c * cs + y * g.w);
         }
-    // a window gathers in place only if it reads contiguous rows
-    if (xs_ != 1) hi_ = lo_;
   }
 
-  void select(int64_t grp, int64_t img) { plane_ = ns_ * img + cs_ * (g_.cin / g_.groups) * grp; }
+  // The image's group of channels to read from, copied as laid out above when needed (not
+  // again for the same image and group).
+  void select(int64_t grp, int64_t img) {
+    const float* src = x_ + ns_ * img + xcs_ * (g_.cin / g_.groups) * grp;
+    if (!copy_) {
+      plane_ = src;
+      return;
+    }
+    plane_ = copy_at_;
+    if (src == copied_) return;
+    copied_ = src;
+    const int64_t s0 = g_.stride[0], s1 = g_.stride[1], ow = g_.ow;
+    float* dst = copy_at_;
+    for (int64_t c = 0; c < g_.cin / g_.groups; ++c)
+      for (int64_t kx = 0; kx < g_.kw; ++kx) {
+        const int64_t x0 = kx * g_.dil[1] - g_.pad[1];  // ix = ox * s1 + x0
+        const auto [lo, hi] = valid_range(ow, s1, g_.pad[1], kx * g_.dil[1], g_.w);
+        for (int64_t a = 0; a < s0; ++a, dst += ph_ * ow) {
+          // rows r with iy = r * s0 + a - p0 inside x: [r0, r1)
+          const int64_t y0 = a - g_.pad[0];
+          const int64_t r0 = std::min(ph_, y0 >= 0 ? 0 : (-y0 + s0 - 1) / s0);
+          const int64_t r1 = std::clamp<int64_t>((g_.h - y0 + s0 - 1) / s0, r0, ph_);
+          std::fill(dst, dst + ph_ * ow, 0.0f);
+          if (hi > lo && r1 > r0)
+            copy_tap_rows(src + c * xcs_ + (r0 * s0 + y0) * xrs_ + (lo * s1 + x0) * xss_, s0 * xrs_,
+                          static_cast<int>(s1 * xss_), dst + r0 * ow + lo, ow, hi - lo, r1 - r0);
+        }
+      }
+  }
 
   PanelRows pack(int64_t n0, int64_t nc, int64_t k0, int64_t kc, float* panel) const override {
-    // the panel's pixels as runs along output rows
-    struct Run {
-      int64_t j, oy, ox, len;
-    };
-    std::array<Run, kPanelCols> runs;
-    int64_t nruns = 0;
-    for (int64_t j = 0; j < nc;) {
-      const int64_t oy = (n0 + j) / g_.ow, ox = (n0 + j) % g_.ow;
-      const int64_t len = std::min(nc - j, g_.ow - ox);
-      runs[nruns++] = {j, oy, ox, len};
-      j += len;
-    }
-    const Run& r0 = runs[0];
-    const int64_t y0 = r0.oy * g_.stride[0];
-    if (nc == kPanelCols && nruns == 1 && y0 + dy_lo_ >= 0 && y0 + dy_hi_ < g_.h && r0.ox >= lo_ &&
-        r0.ox + nc <= hi_)
-      return {x_ + plane_ + y0 * rs_ + r0.ox, offs_.data() + k0};
-    using V = xsimd::batch<float>;
-    constexpr int64_t W = static_cast<int64_t>(V::size);
+    if (nc == kPanelCols) return {plane_ + n0, offs_.data() + k0};
+    // the last panel, short: copied, so that nothing past the plane is read
     for (int64_t p = 0; p < kc; ++p) {
-      const Tap& t = taps_[k0 + p];
       float* dst = panel + p * kPanelCols;
-      // zeros first, the taps inside x over them: no fill call of a varying length per row
-      V(0.0f).store_aligned(dst);
-      V(0.0f).store_aligned(dst + W);
-      for (int64_t r = 0; r < nruns; ++r) {
-        const Run& u = runs[r];
-        const int64_t iy = u.oy * g_.stride[0] + t.dy;
-        const int64_t a = std::max(u.ox, t.lo) - u.ox, b = std::min(u.ox + u.len, t.hi) - u.ox;
-        if (iy < 0 || iy >= g_.h || a >= b) continue;
-        // offs_ holds dy's rows; the run's pixel a is u.ox + a steps along the row
-        const float* src =
-            x_ + (plane_ + offs_[k0 + p] + u.oy * g_.stride[0] * rs_ + (u.ox + a) * xs_);
-        float* d = dst + u.j + a;
-        if (xs_ == 1)
-          copy_short(src, d, b - a);
-        else
-          for (int64_t i = 0; i < b - a; ++i) d[i] = src[i * xs_];
-      }
+      std::fill(dst + nc, dst + kPanelCols, 0.0f);
+      copy_short(plane_ + offs_[k0 + p] + n0, dst, nc);
     }
     return {panel, nullptr};
   }
 
  private:
-  struct Tap {
-    int64_t dy;      // iy = oy * s0 + dy
-    int64_t lo, hi;  // the output columns whose ix lies inside x
-  };
   const ConvGeom& g_;
   const float* x_;
-  int64_t ns_, cs_, rs_, xs_;  // x's strides, and a window's step along a row
-  int64_t plane_ = 0;          // the first channel of the image's group
-  std::vector<Tap> taps_;
-  // tap p's element at (oy, ox) is plane_ + offs_[p] + oy * s0 * rs + ox * xs
+  int64_t ns_, xcs_, xrs_, xss_;  // x's strides
+  bool copy_;
+  int64_t ph_;  // a phase's rows in the copy
+  std::vector<float> buf_;
+  float* copy_at_ = nullptr;       // the copy, in buf_
+  const float* plane_ = nullptr;   // the image's group: in x, or the copy
+  const float* copied_ = nullptr;  // the group the copy holds
   std::vector<int64_t> offs_;
-  // every tap's rows and columns: a panel inside these needs no bounds
-  int64_t dy_lo_ = INT64_MAX, dy_hi_ = INT64_MIN, lo_ = 0, hi_ = INT64_MAX;
 };
 
 }  // namespace
 
-void conv_planes(const Tensor& x, const Tensor& cols, const ConvGeom& g, int64_t grp0, int64_t grp1,
-                 const float* w, const float* bias, const Tensor& out, int64_t t0, int64_t t1) {
-  const int64_t ckk = g.cin / g.groups * g.kh * g.kw, hw = g.oh * g.ow, l = g.n * hw;
-  const int64_t og = g.cout / g.groups, cout = out.size(1), gb = grp1 - grp0;
-  std::optional<PatchPanels> patches;
-  if (!cols.defined()) patches.emplace(x, g);
+void conv_planes(const Tensor& x, const ConvGeom& g, const float* w, const float* bias, bool relu,
+                 const Tensor& out, int64_t t0, int64_t t1) {
+  const int64_t ckk = g.cin / g.groups * g.kh * g.kw, hw = g.oh * g.ow;
+  const int64_t og = g.cout / g.groups, cout = out.size(1), banks = cout / g.cout;
+  PatchPanels patches(x, g);
   float* po = out.data<float>();
   for (int64_t t = t0; t < t1; ++t) {
-    const int64_t img = t % g.n, grp = grp0 + t / g.n % gb, bank = t / (g.n * gb);
+    const int64_t bank = t % banks, img = t / banks % g.n, grp = t / (banks * g.n);
     const int64_t ch = bank * g.cout + grp * og;
-    const float* wt = w + ch * ckk;
-    const float* bt = bias ? bias + ch : nullptr;
-    float* ot = po + (img * cout + ch) * hw;
-    if (patches) {
-      patches->select(grp, img);
-      small_gemm_panels(wt, ckk, *patches, bt, ot, hw, og, hw, ckk);
-    } else {
-      small_gemm_nn(wt, ckk, cols.data<float>() + (grp - grp0) * ckk * l + img * hw, l, bt, ot, hw,
-                    og, hw, ckk);
-    }
+    patches.select(grp, img);
+    small_gemm_panels(w + ch * ckk, ckk, patches, bias ? bias + ch : nullptr,
+                      po + (img * cout + ch) * hw, hw, og, hw, ckk, relu);
   }
 }
 

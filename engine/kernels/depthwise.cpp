@@ -31,6 +31,7 @@ struct Wide {
   static void store_first(float* p, V v, int64_t n) {
     _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
   }
+  static V relu(V v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }  // NaN: the 2nd operand
 };
 #elif defined(__AVX2__) && defined(__FMA__)
 // The mask of the first n < 8 lanes.
@@ -46,6 +47,7 @@ struct Wide {
   static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
   static void store_first(float* p, V v, int64_t n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
+  static V relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }  // NaN: the 2nd operand
 };
 #else
 // GCC's generic vectors (SSE2, NEON): a * b + c, however this level compiles it, the same for
@@ -64,6 +66,10 @@ struct Wide {
   static void store_first(float* p, V v, int64_t n) {
     for (int64_t i = 0; i < n; ++i) p[i] = v[i];
   }
+  static V relu(V v) {
+    for (int i = 0; i < kLanes; ++i) v[i] = v[i] < 0.0f ? 0.0f : v[i];  // NaN and -0 kept, as max
+    return v;
+  }
 };
 #endif
 
@@ -80,6 +86,7 @@ struct Half {
   static void store_first(float* p, V v, int64_t n) {
     _mm256_mask_storeu_ps(p, static_cast<__mmask8>((1u << n) - 1), v);
   }
+  static V relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
 };
 #endif
 
@@ -147,12 +154,14 @@ class PaddedPlane {
   std::vector<float> buf_;
 };
 
-// C output channels of one input plane: their filters [kh * kw], biases and output planes.
+// C output channels of one input plane: their filters [kh * kw], biases and output planes
+// (max(0, .) stored if relu).
 template <int C>
 struct Chans {
   const float* w[C];
   float bias[C];
   float* o[C];
+  bool relu;
 };
 
 // R output rows (row stride ow) of C channels from the padded plane's rows at src (R rows rstep
@@ -181,6 +190,11 @@ void rows_block(const float* src, int64_t rstep, const int64_t* taps, int64_t kk
         for (int r = 0; r < R; ++r) acc[c][r] = V::fma(wv, xv[r], acc[c][r]);
       }
     }
+    if (ch.relu)
+#pragma GCC unroll 8
+      for (int c = 0; c < C; ++c)
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) acc[c][r] = V::relu(acc[c][r]);
 #pragma GCC unroll 8
     for (int c = 0; c < C; ++c) {
       float* dst = ch.o[c] + oy * ow + j;
@@ -240,7 +254,7 @@ constexpr int kPairRows = 4;  // 8 accumulators of 16 registers
 }  // namespace
 
 void conv_depthwise(const Tensor& x, const ConvGeom& g, const float* w, const float* bias,
-                    const Tensor& out, int64_t t0, int64_t t1) {
+                    bool relu, const Tensor& out, int64_t t0, int64_t t1) {
   const int64_t og = g.cout / g.groups, banks = out.size(1) / g.cout, hw = g.oh * g.ow;
   const int64_t kk = g.kh * g.kw, nch = banks * og;
   const float* xp = x.data<float>();
@@ -257,6 +271,7 @@ void conv_depthwise(const Tensor& x, const ConvGeom& g, const float* w, const fl
       ch.w[slot] = w + co * kk;
       ch.bias[slot] = bias ? bias[co] : 0.0f;
       ch.o[slot] = po + (img * out.size(1) + co) * hw;
+      ch.relu = relu;
     };
     int64_t i = 0;
     for (; i + 2 <= nch; i += 2) {

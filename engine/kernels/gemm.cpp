@@ -361,6 +361,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   shape.push_back(b.size(nb + 1));
   Tensor out = Tensor::empty(shape, a.dtype());
   count_kernel(KernelKind::Gemm);
+  count_multiply_adds(out.numel() * a.size(nb + 1));
   if (out.numel() == 0) return out;
   switch (a.dtype()) {
     case DType::Float32:
@@ -391,6 +392,7 @@ Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) 
   check_gemm_dtype("gemm_nt", x, w);
   Tensor out = Tensor::empty({bt, x.size(1), w.size(1)}, x.dtype());
   count_kernel(KernelKind::Gemm);
+  count_multiply_adds(out.numel() * x.size(2));
   if (out.numel() == 0) return out;
   switch (x.dtype()) {
     case DType::Float32:

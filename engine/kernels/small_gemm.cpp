@@ -62,13 +62,14 @@ inline V panel_load(const float* panel, const int64_t* offs, int64_t p, int64_t 
 
 template <int R, bool G>
 void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const int64_t* offs,
-          int64_t kc, const float* col_init, const float* row_init, bool first, bool relu,
-          bool one_chain, float* c, int64_t crs, int64_t ccs, int64_t nc) {
+          int64_t second, int64_t kc, const float* col_init, const float* row_init, bool first,
+          bool relu, bool one_chain, float* c, int64_t crs, int64_t ccs, int64_t nc) {
   // Every loop over the R rows is unrolled, so the accumulators stay in registers from the
   // start to the store (a loop with branches inside kept them on the stack: a tenth of a tile
   // at depth 64).
   V acc[R][2];
   alignas(64) float tmp[R][NR];
+  const int64_t hi = G ? second : W;  // where a row's second vector starts
   const bool dense = ccs == 1 && nc == NR;
   if (first) {
     const V b0 = col_init ? V::load_aligned(col_init) : V(0.0f);
@@ -104,9 +105,9 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const in
       for (int r = 0; r < R; ++r) odd[r][0] = odd[r][1] = V(0.0f);
       for (; p + 2 <= kc; p += 2) {
         const V b0 = panel_load<G>(panel, offs, p, 0);
-        const V b1 = panel_load<G>(panel, offs, p, W);
+        const V b1 = panel_load<G>(panel, offs, p, hi);
         const V c0 = panel_load<G>(panel, offs, p + 1, 0);
-        const V c1 = panel_load<G>(panel, offs, p + 1, W);
+        const V c1 = panel_load<G>(panel, offs, p + 1, hi);
 #pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
           const V av(a[r * ars + p * acs]);
@@ -126,7 +127,7 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const in
   }
   for (; p < kc; ++p) {
     const V b0 = panel_load<G>(panel, offs, p, 0);
-    const V b1 = panel_load<G>(panel, offs, p, W);
+    const V b1 = panel_load<G>(panel, offs, p, hi);
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) {
       const V av(a[r * ars + p * acs]);
@@ -169,8 +170,8 @@ void tile(const float* a, int64_t ars, int64_t acs, const float* panel, const in
 }
 
 using TileFn = void (*)(const float*, int64_t, int64_t, const float*, const int64_t*, int64_t,
-                        const float*, const float*, bool, bool, bool, float*, int64_t, int64_t,
-                        int64_t);
+                        int64_t, const float*, const float*, bool, bool, bool, float*, int64_t,
+                        int64_t, int64_t);
 // Tiles of up to MR + kJoin rows (see run()); kMaxRows bounds every per-tile row buffer.
 constexpr int64_t kJoin = W == 16 ? 2 : 0;
 constexpr int64_t kMaxRows = MR + 2;
@@ -303,7 +304,7 @@ void run(const Product& q) {
         if (q.row_bias)
           for (int64_t r = 0; r < rows; ++r) row_init[r] = q.row_bias[(m0 + r) * q.bs];
         (view.offs ? kTiles<true> : kTiles<false>)[rows](
-            q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, view.base, view.offs, kc,
+            q.a + m0 * q.ars + k0 * q.acs, q.ars, q.acs, view.base, view.offs, view.second, kc,
             q.col_bias ? col_init : nullptr, q.row_bias ? row_init : nullptr, first, q.relu && last,
             q.one_chain, q.c + m0 * q.crs + n0 * q.ccs, q.crs, q.ccs, nc);
       }
@@ -502,10 +503,16 @@ void fill_bias(const float* bias, float* c, int64_t crs, int64_t m, int64_t n) {
 
 // Both as the product c^T = b^T @ a^T: b^T's columns are b's rows, a's rows the tiles' rows.
 void small_gemm_panels(const float* a, int64_t ars, const PanelSource& src, const float* bias,
-                       float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
-  if (k == 0) return fill_bias(bias, c, crs, m, n);
-  run({a,   ars, 1, nullptr, 0, 0,     nullptr, bias,    1,     c,
-       crs, 1,   m, n,       k, false, nullptr, nullptr, false, &src});
+                       float* c, int64_t crs, int64_t m, int64_t n, int64_t k, bool relu) {
+  if (k == 0) {
+    fill_bias(bias, c, crs, m, n);
+    if (relu)
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) c[i * crs + j] = c[i * crs + j] < 0 ? 0.0f : c[i * crs + j];
+    return;
+  }
+  run({a,   ars, 1, nullptr, 0, 0,    nullptr, bias,    1,     c,
+       crs, 1,   m, n,       k, relu, nullptr, nullptr, false, &src});
 }
 
 void small_gemm_nn(const float* a, int64_t ars, const float* b, int64_t brs, const float* bias,

@@ -11,11 +11,13 @@ namespace td::kernels::TD_ISA {
 // The width of a panel: output columns per tile, two vectors.
 inline constexpr int64_t kPanelCols = 2 * static_cast<int64_t>(xsimd::batch<float>::size);
 
-// Where a panel's rows are: packed in `base` (offs null), or row p at base + offs[p] (any
-// alignment, kPanelCols floats that can be read).
+// Where a panel's rows are: packed in `base` (offs null), or row p's two vectors at
+// base + offs[p] and base + offs[p] + second (any alignment; a convolution's panel may span two
+// output rows).
 struct PanelRows {
   const float* base;
   const int64_t* offs;
+  int64_t second = kPanelCols / 2;
 };
 
 // The b of c = a @ b, a panel at a time.
@@ -29,10 +31,10 @@ class PanelSource {
   ~PanelSource() = default;
 };
 
-// c = a @ b (+ bias, a value per row of c, or null) for a [m, k] and c [m, n] with unit column
-// stride and the given row strides, b [k, n] from src.
+// c = a @ b (+ bias, a value per row of c, or null; then max(c, 0) if relu, NaN kept) for
+// a [m, k] and c [m, n] with unit column stride and the given row strides, b [k, n] from src.
 void small_gemm_panels(const float* a, int64_t ars, const PanelSource& src, const float* bias,
-                       float* c, int64_t crs, int64_t m, int64_t n, int64_t k);
+                       float* c, int64_t crs, int64_t m, int64_t n, int64_t k, bool relu);
 
 // c = a @ b (+ bias, a value per row of c, or null) for a [m, k], b [k, n] and c [m, n], each
 // with unit column stride and the given row stride.

@@ -1,7 +1,8 @@
-// conv2d: argument and shape checks, then a GEMM per bank of filters: small float filters by
-// the register-blocked kernel, gathering the receptive fields itself, straight into each output
-// plane; the rest im2col, a batched GEMM and a scatter into the output (the kernels of conv.cpp,
-// small_gemm.cpp and gemm.cpp).
+// conv2d: argument and shape checks, then a direct kernel for depthwise float filters, or a
+// GEMM per bank of filters: small float filters by the register-blocked kernel, reading the
+// receptive fields in place (from x or a copy laid out for it), straight into each output plane;
+// the rest im2col, a batched GEMM and a scatter into the output (the kernels of depthwise.cpp,
+// conv.cpp, small_gemm.cpp and gemm.cpp).
 #include <algorithm>
 
 #include "engine/kernels/kernels.h"
@@ -93,15 +94,38 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   // Depthwise (one input channel per group; vmap's per-set inputs stay so): a direct kernel
   // from padded input planes, a task per image and input channel. By shape alone, as below.
   if (x.dtype() == DType::Float32 && g.cin == g.groups) {
+    count_multiply_adds(out.numel() * g.kh * g.kw);
     const Tensor wd = w.contiguous();
     const std::vector<float> fb(bias.begin(), bias.end());
     auto planes = [&](int64_t t0, int64_t t1) {
-      kernels::conv_depthwise(x4, g, wd.data<float>(), b.defined() ? fb.data() : nullptr, out, t0,
-                              t1);
+      kernels::conv_depthwise(x4, g, wd.data<float>(), b.defined() ? fb.data() : nullptr,
+                              a.fused_relu, out, t0, t1);
     };
     // threads past 4 MFLOP, as below: one set's 8x32x16x16 3x3 layer (1.2) ran slower on two
     const int64_t tasks = g.n * g.cin;
     if (num_threads() > 1 && tasks > 1 && 2.0 * out.numel() * g.kh * g.kw > 4e6)
+      parallel_for(tasks, planes);
+    else
+      planes(0, tasks);
+    return {x.dim() == 3 ? out.squeeze(0) : out};
+  }
+  // Small float filters times output planes of a few panels each: our register-blocked kernel
+  // writes each image's plane of a group's channels in place, bias included (no scatter pass),
+  // its panels read from x itself (or from a zero-padded copy of the image's channels, split
+  // into phases by the stride), most of them in place: no column matrix. A choice by shape
+  // alone, so a set gets the same bits batched, chunked or looped.
+  const int64_t hw = g.oh * g.ow;
+  if (x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk)) {
+    count_multiply_adds(out.numel() * ckk);  // (the other path's GEMMs count their own)
+    Tensor wc = w.contiguous();
+    const std::vector<float> fbias(bias.begin(), bias.end());
+    // t = (group * N + image) * sets + bank: the banks of one image's group share its copy
+    auto planes = [&](int64_t t0, int64_t t1) {
+      kernels::conv_planes(x4, g, wc.data<float>(), b.defined() ? fbias.data() : nullptr,
+                           a.fused_relu, out, t0, t1);
+    };
+    const int64_t tasks = sets * g.groups * g.n;
+    if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(sets * g.cout) * l * ckk > 4e6)
       parallel_for(tasks, planes);
     else
       planes(0, tasks);
@@ -112,41 +136,10 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   // (16 sets of a 16-channel 3x3 layer on 8 32x32 images: 75 MB).
   const int64_t group_bytes = std::max<int64_t>(ckk * l * dtype_size(x.dtype()), 1);
   const int64_t block = std::clamp<int64_t>((int64_t{1} << 20) / group_bytes, 1, g.groups);
-  // Small float filters times output planes of a few panels each: our register-blocked kernel
-  // writes each image's plane of a group's channels in place, bias included (no scatter pass).
-  // On long rows with stride 1 along them its panels come from x itself, most of them read in
-  // place; shorter rows split a panel into runs with bounds each (LeNet's rows of 28 and 10
-  // outputs ran 1.4x slower than from im2col's columns) and a stride gathers element by element,
-  // so these keep the columns. A choice by shape alone, so a set gets the same bits batched,
-  // chunked or looped.
-  const int64_t hw = g.oh * g.ow;
-  const bool direct =
-      x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk);
-  const bool gather = direct && g.stride[1] == 1 && g.ow >= 64;
-  Tensor wc = direct ? w.contiguous() : w;
-  const std::vector<float> fbias(bias.begin(), bias.end());
-  const int64_t step = gather ? g.groups : block;  // columns: a block of groups at a time
-  for (int64_t g0 = 0; g0 < g.groups; g0 += step) {
-    const int64_t g1 = std::min(g0 + step, g.groups), gb = g1 - g0;
-    Tensor cols;
-    if (!gather) {
-      cols = Tensor::empty({gb, ckk, l}, x.dtype());
-      kernels::im2col(x4, g, g0, g1, cols);
-    }
-    if (direct) {
-      // t = (bank * gb + group - g0) * N + image
-      auto planes = [&](int64_t t0, int64_t t1) {
-        kernels::conv_planes(x4, cols, g, g0, g1, wc.data<float>(),
-                             b.defined() ? fbias.data() : nullptr, out, t0, t1);
-      };
-      const int64_t tasks = sets * gb * g.n;
-      if (num_threads() > 1 && tasks > 1 &&
-          2.0 * static_cast<double>(sets * gb * og) * l * ckk > 4e6)
-        parallel_for(tasks, planes);
-      else
-        planes(0, tasks);
-      continue;
-    }
+  for (int64_t g0 = 0; g0 < g.groups; g0 += block) {
+    const int64_t g1 = std::min(g0 + block, g.groups), gb = g1 - g0;
+    Tensor cols = Tensor::empty({gb, ckk, l}, x.dtype());
+    kernels::im2col(x4, g, g0, g1, cols);
     for (int64_t s = 0; s < sets; ++s) {
       // [gb, Og, Cg*kh*kw] @ [gb, Cg*kh*kw, N*OH*OW]: the block's groups in one batched GEMM
       const int64_t ch0 = s * g.cout + g0 * og;  // the block's first output channel
@@ -155,6 +148,7 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
       kernels::conv_scatter(res, out, g, ch0, gb * og, bias.data());
     }
   }
+  if (a.fused_relu) out = kernels::unary(kernels::UnaryKind::Relu, out, out.dtype());
   return {x.dim() == 3 ? out.squeeze(0) : out};
 }
 
@@ -175,8 +169,10 @@ std::array<int64_t, 4> conv_same_padding(int64_t kh, int64_t kw, int64_t dh, int
   return {tw / 2, tw - tw / 2, th / 2, th - th / 2};
 }
 
-Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntOrList& stride,
-              const ConvPadding& padding, const IntOrList& dilation, int64_t groups) {
+namespace {
+Tensor conv2d_call(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const IntOrList& stride, const ConvPadding& padding, const IntOrList& dilation,
+                   int64_t groups, bool relu) {
   // the op reads an empty list as the default; from a caller it is a mistake, as in torch
   auto refuse_empty = [](const char* what, const IntList& v) {
     if (v.empty()) throw_error<ValueError>("[conv2d] ", what, " must have 1 or 2 values, got []");
@@ -187,7 +183,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
   ConvAttrs a{.stride = stride.values,
               .padding = padding.mode.empty() ? padding.values : IntList{0, 0},
               .dilation = dilation.values,
-              .groups = groups};
+              .groups = groups,
+              .fused_relu = relu};
   const IntList& d = dilation.values;
   // what the op would refuse (no weight, one not 4-D or with an empty kernel, a dilation not
   // positive) it refuses with the shapes
@@ -202,6 +199,18 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const I
     a.padding = {p[2], p[0]};
   }
   return call_op1(OpId::conv2d, {x, weight, bias}, a);
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const IntOrList& stride,
+              const ConvPadding& padding, const IntOrList& dilation, int64_t groups) {
+  return conv2d_call(x, weight, bias, stride, padding, dilation, groups, false);
+}
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                   const IntOrList& stride, const ConvPadding& padding, const IntOrList& dilation,
+                   int64_t groups) {
+  return conv2d_call(x, weight, bias, stride, padding, dilation, groups, true);
 }
 
 }  // namespace td

@@ -4,8 +4,8 @@
 // Per workload: medians per call (microseconds) of functional_vmap (vmap_us), the same call with
 // loop = true (loop_us) and with chunk_size = c (chunk<c>_us, c = --chunk-size, default 8), the
 // three timed in turn (medians_us) so that their ratios survive a noisy machine;
-// gflops = useful float ops of the vmap call per second, counting 2*in*out per row per Linear
-// per set (the GEMMs only; not counted for a --model); peak_mb / chunk_peak_mb = the most bytes the
+// gflops = useful float ops of the vmap call per second: 2*in*out per row per Linear per set for
+// an MLP, 2 per multiply-add of the call's GEMMs and convolutions for a --model; peak_mb / chunk_peak_mb = the most bytes the
 // engine held during one vmap / chunked call beyond what it held at the call's start (output
 // included), in MiB. Under mpirun (td::mpi): strong scaling instead, one_rank_us (the whole
 // ensemble on rank 0) against ranks_us (shared among the ranks, gathered on rank 0).
@@ -207,7 +207,9 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   Result r;
   r.name = w.name;
   r.chunk_size = o.chunk_size;
+  td::reset_kernel_counts();
   const td::Value first = nn::functional_vmap(model, vmap_options);
+  const double flops = 2.0 * static_cast<double>(td::multiply_add_count());
   r.out = (first.is_tensor() ? first : first[0]).tensor().shape();
   progress.show(index, count, w.name, "vmap, loop, chunked");
   std::vector<double> us = medians_us({[&] { nn::functional_vmap(model, vmap_options); },
@@ -217,9 +219,8 @@ Result run_workload(const Workload& w, const BenchOptions& o, size_t index, size
   r.vmap_us = us[0];
   r.loop_us = us[1];
   r.chunk_us = us[2];
-  r.gflops = w.spec.empty()
-                 ? static_cast<double>(w.sets) * mlp_flops(w.sizes, w.batch) / (r.vmap_us * 1e3)
-                 : std::nan("");
+  r.gflops = (w.spec.empty() ? static_cast<double>(w.sets) * mlp_flops(w.sizes, w.batch) : flops) /
+             (r.vmap_us * 1e3);
   r.peak_mb = peak_mib([&] { return nn::functional_vmap(model, vmap_options); });
   r.chunk_peak_mb = peak_mib([&] { return nn::functional_vmap(model, chunk_options); });
   return r;
@@ -501,7 +502,8 @@ Command add_bench_command(CLI::App& app) {
   sub->footer(
       "Output: name<TAB>vmap_us=..<TAB>loop_us=..<TAB>chunk8_us=..<TAB>gflops=..<TAB>peak_mb=..\n"
       "  <TAB>chunk_peak_mb=..<TAB>out=[..]; gflops counts 2*in*out per row per Linear per set\n"
-      "  (- for a --model: not counted); out is the first output's shape;\n"
+      "  (for a --model: 2 per multiply-add of its GEMMs and convolutions); out is the first\n"
+      "  output's shape;\n"
       "  peak_mb is the engine's peak allocation during one call minus its allocation at the\n"
       "  start, in MiB.\n"
       "Under mpirun (several ranks): name<TAB>ranks=N<TAB>one_rank_us=..<TAB>ranks_us=..\n"

@@ -18,7 +18,9 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvAttrs& 
 //   BNCHW, OCkk        -> (BN)CHW -> BNOH'W'
 //   NCHW, BOCkk        -> w (BO)Ckk as B sets of filters -> N(BO)H'W' -> NBOH'W' (bdim 1)
 //   BNCHW, BOCkk       -> N(BC)HW with groups*B, w (BO)Ckk -> N(BO)H'W' -> NBOH'W' (bdim 1)
-// A per-set 3-D input [C, H, W] gets a unit N. A batched bias alone is added afterwards.
+// A per-set 3-D input [C, H, W] gets a unit N. A batched bias with shared filters makes the
+// filters per-set banks (expanded, not copied): the GEMM then starts each output from its set's
+// bias, as one set alone does, instead of adding it afterwards with other bits.
 // A call with sets > 1 (an inner vmap's shared-input ensemble, batched again here) is the
 // grouped conv it equals: the input's channels repeated once per set, groups * sets.
 std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched> in,
@@ -66,20 +68,16 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
     return one(out, xr == 3 && bdim == 1 ? 0 : bdim);
   };
   Tensor y;
+  if (!w.bdim && b.bdim) {
+    Shape ws = w.value.shape();
+    ws.insert(ws.begin(), bsz);
+    w = {w.value.unsqueeze(0).expand(ws), 0};
+  }
   if (!w.bdim) {
-    if (x.bdim) {
-      // BNCHW -> (BN)CHW
-      Tensor x2 = xf.flatten(0, 1);
-      y = conv(x2, w.value, b.bdim ? Tensor() : b.value, attrs, attrs.groups);
-      y = y.unflatten(0, {bsz, xf.size(1)});  // [B, N, O, H', W']
-    } else {
-      y = conv(xf, w.value, Tensor(), attrs, attrs.groups).unsqueeze(0);  // only b is batched
-    }
-    if (b.bdim) {
-      Tensor bb = move_bdim_to_front(b);  // [B, O]
-      y = add(y, bb.view({bsz, 1, bb.size(1), 1, 1}));
-    }
-    return finish(y, 0);
+    // BNCHW -> (BN)CHW
+    Tensor x2 = xf.flatten(0, 1);
+    y = conv(x2, w.value, b.value, attrs, attrs.groups);
+    return finish(y.unflatten(0, {bsz, xf.size(1)}), 0);  // [B, N, O, H', W']
   }
   Tensor wf = move_bdim_to_front(w);  // [B, O, C/g, kh, kw]
   int64_t out_c = wf.size(1);

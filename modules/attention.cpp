@@ -127,11 +127,13 @@ Value MultiheadAttention::forward(const Tensor& query, const Tensor& key, const 
   Tensor qh, kh, vh;
   if (in_proj_weight.defined() && query.is_same(key) && key.is_same(value) && !bias_k.defined()) {
     // Self-attention (one tensor as query, key and value): one [3E, E] product instead of three
-    // [E, E] ones (the same dot products). Each head's q, k and v are strided views of it,
-    // which the products below take as they are (matmul's two batch dims, N and H).
+    // [E, E] ones (the same dot products), with only q's rows of the weight scaled. Each head's
+    // q, k and v are strided views of it, which the products below take as they are (matmul's
+    // two batch dims, N and H).
     const Tensor& w = in_proj_weight;
-    const Tensor divisor = cat({full({E, 1}, scale, w.dtype()), ones({2 * E, 1}, w.dtype())});
-    Tensor qkv = linear(q, w / divisor, b.defined() ? b / divisor.view({3 * E}) : b)
+    Tensor ws = cat({w.slice(0, 0, E) / scale, w.slice(0, E, 3 * E)});
+    Tensor bs = b.defined() ? cat({b.slice(0, 0, E) / scale, b.slice(0, E, 3 * E)}) : b;
+    Tensor qkv = linear(q, ws, bs)
                      .reshape({N, L, 3, H, D})   // [N, L, 3E]
                      .permute({0, 3, 2, 1, 4});  // [N, H, 3, L, D]
     qh = qkv.select(2, 0);

@@ -315,3 +315,94 @@ TEST_CASE("a small product has the same bits whatever its operands' layouts") {
         }
   CHECK(differing == 0);
 }
+
+namespace {
+// c = a @ b for one [m, k] by [k, n] float pair as td's small products compute it: each output
+// one multiply-add chain over k in order from +0, fused where the kernel level has FMA (the
+// x86-64 baseline rounds each product and each sum)
+std::vector<float> chain_mm(const Tensor& a, const Tensor& b) {
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  const std::vector<float> av = a.contiguous().to_vector<float>(),
+                           bv = b.contiguous().to_vector<float>();
+#if defined(__x86_64__)
+  const bool fused = kernel_isa() != "baseline";
+#else
+  const bool fused = true;
+#endif
+  std::vector<float> c(m * n);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int64_t p = 0; p < k; ++p) {
+        const float x = av[i * k + p], y = bv[p * n + j];
+        if (fused) {
+          acc = std::fma(x, y, acc);
+        } else {
+          volatile float prod = x * y;  // rounded before the sum
+          acc = prod + acc;
+        }
+      }
+      c[i * n + j] = acc;
+    }
+  return c;
+}
+}  // namespace
+
+// Products with few columns (attention's per head) take a kernel of their own; each output must
+// still be the one chain, whatever b's layout (rows contiguous, columns contiguous, neither),
+// the row count, the place in the batch and the thread count.
+TEST_CASE("narrow float products: one multiply-add chain per output, batched or alone") {
+  manual_seed(5);
+  int mismatched = 0, checked = 0;
+  for (int64_t m : {1, 7, 9, 32, 37})
+    for (int64_t k : {1, 3, 16, 33})
+      for (int64_t n : {1, 5, 16, 17, 32, 40, 64, 65}) {
+        CAPTURE(m);
+        CAPTURE(k);
+        CAPTURE(n);
+        const int64_t bt = 3;
+        const Tensor a = randn({bt, m, k});
+        const Tensor bs[] = {randn({bt, k, n}), randn({bt, n, k}).transpose(1, 2),
+                             randn({bt, k, 2 * n}).slice(2, 0, 2 * n, 2),
+                             randn({bt, n, 2 * k}).transpose(1, 2).slice(1, 0, 2 * k, 2)};
+        for (const Tensor& b : bs) {
+          const Tensor a_t = a.transpose(1, 2).contiguous().transpose(1, 2);
+          const Tensor batch = matmul(a, b), batch_at = matmul(a_t, b);
+          set_num_threads(2);
+          const Tensor two = matmul(a, b);
+          set_num_threads(1);
+          for (int64_t i = 0; i < bt; ++i) {
+            const std::vector<float> want = chain_mm(a[i], b[i]);
+            for (const Tensor& got : {batch[i], batch_at[i], two[i], matmul(a[i], b[i])}) {
+              mismatched += got.contiguous().to_vector<float>() != want;
+              ++checked;
+            }
+          }
+        }
+      }
+  CHECK(checked == 5 * 4 * 8 * 4 * 3 * 4);
+  CHECK(mismatched == 0);
+}
+
+// MultiheadAttention's per-head products on views of a fused q/k/v projection [N, L, 3, H, D]
+// (two batch dims, rows 3E apart), as an ensemble's vmap folds its sets into N
+TEST_CASE("attention's per-head products on a fused projection: the chain per head") {
+  manual_seed(6);
+  const int64_t N = 5, L = 9, H = 4, D = 16;
+  const Tensor qkv = randn({N, L, 3, H, D}).permute({0, 3, 2, 1, 4});  // [N, H, 3, L, D]
+  const Tensor q = qkv.select(2, 0), k = qkv.select(2, 1), v = qkv.select(2, 2);
+  const Tensor scores = matmul(q, k.transpose(-2, -1));  // [N, H, L, L]
+  const Tensor w = softmax(scores, -1);
+  const Tensor out = matmul(w, v);  // [N, H, L, D]
+  int mismatched = 0;
+  for (int64_t i = 0; i < N; ++i)
+    for (int64_t h = 0; h < H; ++h) {
+      mismatched += scores[i][h].contiguous().to_vector<float>() !=
+                    chain_mm(q[i][h], k[i][h].transpose(0, 1));
+      mismatched += out[i][h].contiguous().to_vector<float>() != chain_mm(w[i][h], v[i][h]);
+      // a set alone: its own [H, L, D] views
+      mismatched += !equal(matmul(q[i], k[i].transpose(-2, -1)), scores[i]);
+      mismatched += !equal(matmul(w[i], v[i]), out[i]);
+    }
+  CHECK(mismatched == 0);
+}

@@ -159,6 +159,27 @@ TEST_CASE("MultiheadAttention's fused self-attention projection gives the three 
   }
 }
 
+// The self-attention path (one [3E, E] product, only q's rows scaled) and the three products of
+// distinct tensors compute the same dot products and scale q's weight alike: the same bits, with
+// the weights averaged and per head, D = 16 (a power of 4) and D = 12. (Below 32 columns, an
+// [E, E] product may take small_gemm's dot-product path, whose sums run in another order.)
+TEST_CASE("MultiheadAttention's self-attention path has the bits of three distinct inputs") {
+  for (auto [e, h] : {std::pair<int64_t, int64_t>{64, 4}, {48, 4}})
+    for (bool average : {true, false}) {
+      CAPTURE(e);
+      CAPTURE(average);
+      manual_seed(8);
+      auto m = std::make_shared<nn::MultiheadAttention>(e, h, 0.0, true, true);
+      Tensor b = m->in_proj_bias;
+      copy_(b, randn({3 * e}));
+      const Tensor x = randn({3, 11, e});
+      const Value fused = (*m)({x, x, x}, {{"average_attn_weights", average}});
+      const Value apart = (*m)({x, x.clone(), x.clone()}, {{"average_attn_weights", average}});
+      CHECK(equal(fused[0].tensor(), apart[0].tensor()));
+      CHECK(equal(fused[1].tensor(), apart[1].tensor()));
+    }
+}
+
 // An ensemble of self-attentions (one tensor as query, key and value: the fused projection, q's
 // scale in its weight, the products per head in td's own kernel), with the weights averaged and
 // per head: the same bits for any chunk_size, a loop, and two threads; the values of each module

@@ -4,10 +4,18 @@
 // results are fresh contiguous row-major tensors.
 #include <Eigen/Core>
 #include <algorithm>
+#include <array>
 #include <type_traits>
+#include <utility>
+#include <xsimd/xsimd.hpp>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/simd.h"
 #include "engine/kernels/small_gemm.h"
 #include "engine/parallel.h"
 
@@ -195,6 +203,144 @@ bool goes_to_blas(int64_t rows, int64_t cols, int64_t k) {
     return true;
 }
 
+// Narrow products (attention's q @ k^T and weights @ v per head, b [k, n] of at most kNarrowVecs
+// vectors of columns): b is staged once per product in L1 as rows of whole vectors (transposed
+// there when its rows are strided, read in place when its columns are contiguous and fill whole
+// vectors), then R rows of c at a time cover all its columns. small_gemm_chain pads b to
+// two-vector panels (half of weights @ v's FMAs wasted) and packs per panel. Every c(i, j) is the
+// chain small_gemm_chain computes, fused multiply-adds over p in order from +0, so the two give
+// the same bits.
+using V = xsimd::batch<float>;
+constexpr int64_t kW = static_cast<int64_t>(V::size);
+constexpr int kNarrowVecs = 4;
+constexpr int64_t kNarrowBuf = 8192;  // floats of staged b: 32 KiB
+constexpr int kNarrowRows = 8;
+
+bool narrow_pays(int64_t n, int64_t k) {
+  const int64_t vecs = (n + kW - 1) / kW;
+  return vecs <= kNarrowVecs && k * vecs * kW <= kNarrowBuf;
+}
+
+template <int R, int NV>
+void narrow_tile(const float* a, int64_t ars, int64_t acs, const float* b, int64_t ld, int64_t k,
+                 float* c, int64_t crs, int64_t n) {
+  V acc[R][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[r][v] = V(0.0f);
+  for (int64_t p = 0; p < k; ++p) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) bv[v] = V::load_unaligned(b + p * ld + v * kW);
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const V av(a[r * ars + p * acs]);
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; ++v) acc[r][v] = fmadd(av, bv[v], acc[r][v]);
+    }
+  }
+  const int64_t tail = n - (NV - 1) * kW;  // columns in the last vector, 1..kW
+#pragma GCC unroll 8
+  for (int r = 0; r < R; ++r) {
+#pragma GCC unroll 4
+    for (int v = 0; v + 1 < NV; ++v) acc[r][v].store_unaligned(c + r * crs + v * kW);
+    if (tail == kW) {
+      acc[r][NV - 1].store_unaligned(c + r * crs + (NV - 1) * kW);
+    } else {
+      alignas(64) float tmp[kW];
+      acc[r][NV - 1].store_aligned(tmp);
+      std::copy(tmp, tmp + tail, c + r * crs + (NV - 1) * kW);
+    }
+  }
+}
+
+using NarrowTile = void (*)(const float*, int64_t, int64_t, const float*, int64_t, int64_t, float*,
+                            int64_t, int64_t);
+
+template <int NV, int... R>
+constexpr std::array<NarrowTile, sizeof...(R)> narrow_row_tiles(std::integer_sequence<int, R...>) {
+  return {narrow_tile<R + 1, NV>...};
+}
+
+// kNarrowTiles[NV - 1][R - 1]: R rows by NV vectors
+constexpr std::array<std::array<NarrowTile, kNarrowRows>, kNarrowVecs> kNarrowTiles = {
+    narrow_row_tiles<1>(std::make_integer_sequence<int, kNarrowRows>()),
+    narrow_row_tiles<2>(std::make_integer_sequence<int, kNarrowRows>()),
+    narrow_row_tiles<3>(std::make_integer_sequence<int, kNarrowRows>()),
+    narrow_row_tiles<4>(std::make_integer_sequence<int, kNarrowRows>())};
+
+// Rows per tile by vectors of columns: the accumulators, b's vectors and a broadcast in
+// registers (32 on AVX-512, 16 below), and at least 8 chains where they fit to hide the FMA
+// latency (more rows per tile measured slower)
+constexpr int narrow_rows(int vecs) {
+  constexpr int kWide[kNarrowVecs] = {8, 8, 8, 6}, kNarrow[kNarrowVecs] = {8, 6, 4, 3};
+  return (kW == 16 ? kWide : kNarrow)[vecs - 1];
+}
+
+// dst[p * ld + j] = src[j * rs + p] for j < n, p < k: 8x8 blocks transposed in registers (a
+// scalar transpose cost as much as q @ k^T's products)
+void transpose_rows(const float* src, int64_t rs, int64_t n, int64_t k, float* dst, int64_t ld) {
+  int64_t p0 = 0;
+#ifdef __AVX2__
+  const int64_t full = k / 8 * 8;
+  int64_t j0 = 0;
+  for (; j0 + 8 <= n; j0 += 8)
+    for (int64_t p = 0; p < full; p += 8) {
+      __m256 r[8], t[8];
+      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + (j0 + i) * rs + p);
+      for (int i = 0; i < 8; i += 2) {
+        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+      }
+      for (int i = 0; i < 8; i += 4)
+        for (int h = 0; h < 2; ++h) {
+          r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
+          r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        }
+      // r[0], r[2], r[1], r[3] hold columns (0,4), (1,5), (2,6), (3,7) of rows 0-3; r[4..7] the
+      // same for rows 4-7
+      const int order[4] = {0, 2, 1, 3};
+      for (int c = 0; c < 4; ++c) {
+        const __m256 lo = r[order[c]], hi = r[4 + order[c]];
+        _mm256_storeu_ps(dst + (p + c) * ld + j0, _mm256_permute2f128_ps(lo, hi, 0x20));
+        _mm256_storeu_ps(dst + (p + c + 4) * ld + j0, _mm256_permute2f128_ps(lo, hi, 0x31));
+      }
+    }
+  p0 = full;
+  for (int64_t j = j0; j < n; ++j)  // rows past the last block of 8, at the depths done above
+    for (int64_t p = 0; p < p0; ++p) dst[p * ld + j] = src[j * rs + p];
+#endif
+  for (int64_t j = 0; j < n; ++j)
+    for (int64_t p = p0; p < k; ++p) dst[p * ld + j] = src[j * rs + p];
+}
+
+// c = a @ b as small_gemm_chain, for narrow_pays(n, k)
+void narrow_gemm(const float* a, int64_t ars, int64_t acs, const float* b, int64_t brs, int64_t bcs,
+                 float* c, int64_t crs, int64_t m, int64_t n, int64_t k) {
+  const int vecs = static_cast<int>((n + kW - 1) / kW);
+  const int64_t ld = vecs * kW;
+  alignas(64) float buf[kNarrowBuf];
+  const float* rows = b;
+  int64_t rs = brs;
+  if (bcs != 1 || n % kW != 0) {
+    if (brs == 1) {  // b^T's rows are contiguous (k of q @ k^T)
+      transpose_rows(b, bcs, n, k, buf, ld);
+    } else {
+      for (int64_t p = 0; p < k; ++p)
+        for (int64_t j = 0; j < n; ++j) buf[p * ld + j] = b[p * brs + j * bcs];
+    }
+    for (int64_t p = 0; p < k; ++p) std::fill(buf + p * ld + n, buf + (p + 1) * ld, 0.0f);
+    rows = buf;
+    rs = ld;
+  }
+  const int full = narrow_rows(vecs);
+  for (int64_t i = 0; i < m; i += full) {
+    const int r = static_cast<int>(std::min<int64_t>(full, m - i));
+    kNarrowTiles[vecs - 1][r - 1](a + i * ars, ars, acs, rows, rs, k, c + i * crs, crs, n);
+  }
+}
+
 template <class T>
 void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
   // one batch dim [Bt, ., .] or two [B1, B2, ., .] (entry i is (i / B2, i % B2)); a size 1
@@ -218,7 +364,13 @@ void bmm_typed(const Tensor& a, const Tensor& b, const Tensor& out) {
     // between a set alone and a batch folded into it (matmul against a shared matrix). Many
     // tiny products (attention's q @ k^T per head) cost a BLAS call and a zero fill each.
     if (small_gemm_chain_pays(n, k)) {
+      const bool narrow = narrow_pays(n, k);
       for_each_block(bt, m, n, k, false, [&](int64_t i, Block blk) {
+        if (narrow) {
+          narrow_gemm(at_a(i) + blk.r0 * a1, a1, a2, at_b(i) + blk.c0 * b2s, b1, b2s,
+                      po + i * m * n + blk.r0 * n + blk.c0, n, blk.r1 - blk.r0, blk.c1 - blk.c0, k);
+          return;
+        }
         small_gemm_chain(at_a(i) + blk.r0 * a1, a1, a2, at_b(i) + blk.c0 * b2s, b1, b2s,
                          po + i * m * n + blk.r0 * n + blk.c0, n, blk.r1 - blk.r0, blk.c1 - blk.c0,
                          k);

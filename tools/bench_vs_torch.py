@@ -175,17 +175,23 @@ def custom(a):
     td, torch = [], []
     for i in range(a.rounds):
         print(f"round {i + 1}/{a.rounds}", file=sys.stderr)
-        td.append(td_run(a.tdvmap, *flags))
+        td.append(td_run(a.tdvmap, "--peak", *flags))
         out = subprocess.run(child, env=ENV, check=True, capture_output=True, text=True).stdout
         torch.append(json.loads(out.splitlines()[-1]))
     v, l = (statistics.median(r[a.name][k] for r in td) for k in ("vmap_us", "loop_us"))
     tv, tl = (statistics.median(r[k] for r in torch) for k in ("vmap_us", "loop_us"))
     best = min(tv, tl)
+    # GFLOP/s: the multiply-adds td counted in its GEMMs and convolutions (2 flops each), against
+    # td's 1024x1024 sgemm measured in the same runs
+    flops = statistics.median(r[a.name]["gflops"] * r[a.name]["vmap_us"] * 1e3 for r in td)
+    sgemm = median(td, "sgemm_1024", "gflops")
     print("| workload | td vmap us | td loop us | PyTorch vmap us | PyTorch loop us | "
-          "td / best PyTorch | td vmap / own loop |")
-    print("|---|---|---|---|---|---|---|")
+          "td / best PyTorch | td vmap / own loop | td GFLOP/s (of sgemm) |")
+    print("|---|---|---|---|---|---|---|---|")
     print(f"| {a.name} | {v:.1f} | {l:.1f} | {tv:.1f} | {tl:.1f} | {v / best:.2f} | "
-          f"{v / l:.2f} |")
+          f"{v / l:.2f} | {flops / (v * 1e3):.1f} ({flops / (v * 1e3) / sgemm:.2f}) |")
+    print(f"sgemm 1024x1024, 1 thread: {sgemm:.1f} GFLOP/s (median of {a.rounds} rounds); "
+          f"PyTorch at td's count of flops: {flops / (best * 1e3):.1f} GFLOP/s")
     if a.custom:
         target = CUSTOM[a.custom][1]
         print(f"{a.name}: td / best PyTorch {v / best:.2f} (target {target}: "

@@ -9,10 +9,6 @@
 #include <utility>
 #include <xsimd/xsimd.hpp>
 
-#if defined(__AVX2__)
-#include <immintrin.h>
-#endif
-
 #include "engine/dispatch.h"
 #include "engine/kernels/kernels.h"
 #include "engine/kernels/simd.h"
@@ -286,27 +282,8 @@ void transpose_rows(const float* src, int64_t rs, int64_t n, int64_t k, float* d
   const int64_t full = k / 8 * 8;
   int64_t j0 = 0;
   for (; j0 + 8 <= n; j0 += 8)
-    for (int64_t p = 0; p < full; p += 8) {
-      __m256 r[8], t[8];
-      for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(src + (j0 + i) * rs + p);
-      for (int i = 0; i < 8; i += 2) {
-        t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-        t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-      }
-      for (int i = 0; i < 8; i += 4)
-        for (int h = 0; h < 2; ++h) {
-          r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-          r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-        }
-      // r[0], r[2], r[1], r[3] hold columns (0,4), (1,5), (2,6), (3,7) of rows 0-3; r[4..7] the
-      // same for rows 4-7
-      const int order[4] = {0, 2, 1, 3};
-      for (int c = 0; c < 4; ++c) {
-        const __m256 lo = r[order[c]], hi = r[4 + order[c]];
-        _mm256_storeu_ps(dst + (p + c) * ld + j0, _mm256_permute2f128_ps(lo, hi, 0x20));
-        _mm256_storeu_ps(dst + (p + c + 4) * ld + j0, _mm256_permute2f128_ps(lo, hi, 0x31));
-      }
-    }
+    for (int64_t p = 0; p < full; p += 8)
+      transpose8x8(src + j0 * rs + p, rs, dst + p * ld + j0, ld);
   p0 = full;
   for (int64_t j = j0; j < n; ++j)  // rows past the last block of 8, at the depths done above
     for (int64_t p = 0; p < p0; ++p) dst[p * ld + j] = src[j * rs + p];
@@ -536,8 +513,8 @@ Tensor gemm_nt(const Tensor& x, const Tensor& w, const Tensor& bias, bool relu) 
     throw_error<ValueError>("[gemm_nt] shapes ", x.shape(), " and ", w.shape(),
                             " do not give x @ w^T");
   const int64_t bt = x.size(0) == 1 ? w.size(0) : x.size(0);
-  if (bias.defined() && (bias.dim() != 2 || bias.size(1) != w.size(1) ||
-                         (bias.size(0) != bt && bias.size(0) != 1)))
+  if (bias.defined() &&
+      (bias.dim() != 2 || bias.size(1) != w.size(1) || (bias.size(0) != bt && bias.size(0) != 1)))
     throw_error<ValueError>("[gemm_nt] bias of shape ", bias.shape(), " for weight ", w.shape());
   if (x.dtype() != w.dtype() || (bias.defined() && bias.dtype() != x.dtype()))
     throw_error<TypeError>("[gemm_nt] dtype mismatch: ", x.dtype(), " and ", w.dtype());

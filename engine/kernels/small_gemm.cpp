@@ -215,27 +215,8 @@ void pack_panel(const float* b, int64_t brs, int64_t bcs, int64_t nc, int64_t kc
     const int64_t full = kc / 8 * 8;
     // rows outer: eight rows stream at a time, which the prefetcher follows
     for (int64_t j0 = 0; j0 + 8 <= nc; j0 += 8)
-      for (p0 = 0; p0 < full; p0 += 8) {
-        __m256 r[8], t[8];
-        for (int i = 0; i < 8; ++i) r[i] = _mm256_loadu_ps(b + (j0 + i) * brs + p0);
-        for (int i = 0; i < 8; i += 2) {
-          t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-          t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-        }
-        for (int i = 0; i < 8; i += 4)
-          for (int h = 0; h < 2; ++h) {
-            r[i + h] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(1, 0, 1, 0));
-            r[i + h + 2] = _mm256_shuffle_ps(t[i + h], t[i + h + 2], _MM_SHUFFLE(3, 2, 3, 2));
-          }
-        // r[0], r[2], r[1], r[3] hold columns (0,4), (1,5), (2,6), (3,7) of rows 0-3; r[4..7]
-        // the same for rows 4-7
-        const int order[4] = {0, 2, 1, 3};
-        for (int c = 0; c < 4; ++c) {
-          const __m256 lo = r[order[c]], hi = r[4 + order[c]];
-          _mm256_storeu_ps(panel + (p0 + c) * NR + j0, _mm256_permute2f128_ps(lo, hi, 0x20));
-          _mm256_storeu_ps(panel + (p0 + c + 4) * NR + j0, _mm256_permute2f128_ps(lo, hi, 0x31));
-        }
-      }
+      for (p0 = 0; p0 < full; p0 += 8)
+        transpose8x8(b + j0 * brs + p0, brs, panel + p0 * NR + j0, NR);
     p0 = full;
     // columns past the last full block of 8 rows, for the depths done above
     for (int64_t j = nc / 8 * 8; j < NR; ++j)

@@ -18,8 +18,31 @@
 namespace td::kernels::TD_ISA {
 namespace {
 
-// The level's widest float vector, as the raw register type: arrays of them stay in registers
-// (xsimd's batches in an array were kept on the stack).
+// The level's widest float vector (Wide), as the raw register type: arrays of them stay in
+// registers (xsimd's batches in an array were kept on the stack). With AVX-512 also Half, for
+// the last 8 or fewer outputs of a row (rows of 8, stride 2 over 16 columns, would waste half of
+// a 16-lane vector): the same fused multiply-add, so the same bits.
+#if defined(__AVX2__) && defined(__FMA__)
+struct Ymm {
+  using V = __m256;
+  static constexpr int64_t kLanes = 8;
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static V splat(float v) { return _mm256_set1_ps(v); }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
+  static void store_first(float* p, V v, int64_t n) {
+#ifdef __AVX512F__
+    _mm256_mask_storeu_ps(p, static_cast<__mmask8>((1u << n) - 1), v);
+#else
+    const __m256i first = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(p, first, v);
+#endif
+  }
+  static V relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }  // NaN: the 2nd operand
+};
+#endif
+
 #if defined(__AVX512F__)
 struct Wide {
   using V = __m512;
@@ -33,22 +56,9 @@ struct Wide {
   }
   static V relu(V v) { return _mm512_max_ps(_mm512_setzero_ps(), v); }  // NaN: the 2nd operand
 };
+using Half = Ymm;
 #elif defined(__AVX2__) && defined(__FMA__)
-// The mask of the first n < 8 lanes.
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(n)),
-                            _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-struct Wide {
-  using V = __m256;
-  static constexpr int64_t kLanes = 8;
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static V splat(float v) { return _mm256_set1_ps(v); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static void store_first(float* p, V v, int64_t n) { _mm256_maskstore_ps(p, first_lanes(n), v); }
-  static V relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }  // NaN: the 2nd operand
-};
+using Wide = Ymm;
 #else
 // GCC's generic vectors (SSE2, NEON): a * b + c, however this level compiles it, the same for
 // every lane.
@@ -70,23 +80,6 @@ struct Wide {
     for (int i = 0; i < kLanes; ++i) v[i] = v[i] < 0.0f ? 0.0f : v[i];  // NaN and -0 kept, as max
     return v;
   }
-};
-#endif
-
-#ifdef __AVX512F__
-// Half of AVX-512's, for the last 8 or fewer outputs of a row (rows of 8, stride 2 over 16
-// columns, would waste half of a 16-lane vector). The same fused multiply-add: the same bits.
-struct Half {
-  using V = __m256;
-  static constexpr int64_t kLanes = 8;
-  static V load(const float* p) { return _mm256_loadu_ps(p); }
-  static V splat(float v) { return _mm256_set1_ps(v); }
-  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
-  static void store(float* p, V v) { _mm256_storeu_ps(p, v); }
-  static void store_first(float* p, V v, int64_t n) {
-    _mm256_mask_storeu_ps(p, static_cast<__mmask8>((1u << n) - 1), v);
-  }
-  static V relu(V v) { return _mm256_max_ps(_mm256_setzero_ps(), v); }
 };
 #endif
 

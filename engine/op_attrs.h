@@ -162,6 +162,7 @@ struct BatchNormAttrs {
   static constexpr const char* kName = "BatchNormAttrs";
   bool training = false;
   double momentum = 0, eps = 0;
+  bool fused_relu = false;  // batch_norm_relu: ReLU applied as the output is stored
 };
 
 // conv2d(x, w, b?); empty stride/padding/dilation mean 1/0/1

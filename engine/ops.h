@@ -282,6 +282,11 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
                   double momentum = 0.1, double eps = 1e-5);
+// relu(batch_norm(...)) in one pass over the activations (what Sequential runs for a
+// BatchNorm1d or BatchNorm2d followed by a ReLU).
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight = {}, const Tensor& bias = {}, bool training = false,
+                       double momentum = 0.1, double eps = 1e-5);
 // A size parameter of conv/pool: one integer (the same for both spatial dims, as libtorch's
 // IntArrayRef accepts: conv2d(x, w, {}, 2, 1)) or a list ({2}, {2, 3}).
 struct IntOrList {

@@ -1,5 +1,6 @@
 #include "modules/container.h"
 
+#include <optional>
 #include <string>
 #include <typeinfo>
 
@@ -7,6 +8,7 @@
 #include "modules/activation.h"
 #include "modules/conv.h"
 #include "modules/linear.h"
+#include "modules/normalization.h"
 
 namespace td::nn {
 
@@ -32,24 +34,33 @@ const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
   return modules_[i];
 }
 
-// A Linear or Conv2d followed by a ReLU (exactly those classes, not subclasses that may
-// override forward) runs as one linear_relu or conv2d_relu: the ReLU is applied as the GEMM
-// stores its output, saving a pass over the activations.
+namespace {
+// relu(m(x)) in one pass, for the modules that apply a ReLU as they write their output (exactly
+// those classes, not subclasses that may override forward); nullopt for the others.
+std::optional<Tensor> forward_relu(Module& m, const Tensor& x) {
+  const std::type_info& t = typeid(m);
+  if (t == typeid(Linear)) {
+    const auto& lin = static_cast<const Linear&>(m);
+    return linear_relu(x, lin.weight, lin.bias);  // the ReLU as the GEMM stores
+  }
+  if (t == typeid(Conv2d)) return static_cast<Conv2d&>(m).forward_relu(x);
+  if (t == typeid(BatchNorm1d) || t == typeid(BatchNorm2d))
+    return static_cast<BatchNormBase&>(m).forward_relu(x);
+  return std::nullopt;
+}
+}  // namespace
+
+// A module followed by a ReLU runs as one pass where it can (forward_relu above), saving a pass
+// over the activations.
 Value Sequential::forward(const Value& input) {
   Value v = input;
   for (size_t i = 0; i < modules_.size(); ++i) {
-    Module& m = *modules_[i];
-    const bool then_relu = i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU);
-    if (then_relu && v.is_tensor() && typeid(m) == typeid(Linear)) {
-      const auto& lin = static_cast<const Linear&>(m);
-      v = linear_relu(v.tensor(), lin.weight, lin.bias);
-      ++i;
-      continue;
-    }
-    if (then_relu && v.is_tensor() && typeid(m) == typeid(Conv2d)) {
-      v = static_cast<Conv2d&>(m).forward_relu(v.tensor());
-      ++i;
-      continue;
+    if (i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU) && v.is_tensor()) {
+      if (auto y = forward_relu(*modules_[i], v.tensor())) {
+        v = std::move(*y);
+        ++i;
+        continue;
+      }
     }
     v = (*modules_[i])({v});
   }
@@ -60,7 +71,8 @@ void ModuleList::push_back(std::shared_ptr<Module> m) {
   register_module(std::to_string(size_++), std::move(m));
 }
 
-ModuleDict::ModuleDict(const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules) {
+ModuleDict::ModuleDict(
+    const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& modules) {
   for (const auto& [key, m] : modules) insert(key, m);
 }
 
@@ -74,8 +86,8 @@ const std::shared_ptr<Module>& ModuleDict::operator[](const std::string& key) co
     if (k == key) return m;
   std::string known;
   for (const auto& [k, m] : modules_) known += (known.empty() ? "'" : ", '") + k + "'";
-  throw_error<KeyError>("[ModuleDict] no module '", key, "' (keys: ", known.empty() ? "none" : known,
-                        ")");
+  throw_error<KeyError>("[ModuleDict] no module '", key,
+                        "' (keys: ", known.empty() ? "none" : known, ")");
 }
 
 bool ModuleDict::contains(const std::string& key) const {

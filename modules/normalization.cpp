@@ -55,7 +55,12 @@ BatchNormBase::BatchNormBase(int64_t n, double e, std::optional<double> m, bool 
   register_method("forward", &BatchNormBase::forward, {"input"});
 }
 
-Tensor BatchNormBase::forward(const Tensor& input) {
+Tensor BatchNormBase::forward(const Tensor& input) { return normalize(input, false); }
+
+Tensor BatchNormBase::forward_relu(const Tensor& input) { return normalize(input, true); }
+
+Tensor BatchNormBase::normalize(const Tensor& input, bool relu) {
+  auto norm = relu ? batch_norm_relu : batch_norm;
   check_input_dim(input);
   if (input.size(1) != num_features)
     throw_error<ValueError>("[", type_name(), "] expected ", num_features,
@@ -71,7 +76,7 @@ Tensor BatchNormBase::forward(const Tensor& input) {
   Tensor rm = track_running_stats ? running_mean.get() : Tensor();
   Tensor rv = track_running_stats ? running_var.get() : Tensor();
   if (momentum || !training || !track_running_stats)
-    return batch_norm(input, rm, rv, weight, bias, use_batch_stats, momentum.value_or(0.0), eps);
+    return norm(input, rm, rv, weight, bias, use_batch_stats, momentum.value_or(0.0), eps);
   // momentum None: factor 1 / num_batches_tracked, a tensor (per set under functional_vmap)
   const Tensor f = reciprocal(num_batches_tracked.get().to(rm.dtype()));
   IntList dims{0};
@@ -83,7 +88,7 @@ Tensor BatchNormBase::forward(const Tensor& input) {
     copy_(rm, add(mul(rm, keep), mul(m, f)));
     copy_(rv, add(mul(rv, keep), mul(v, f)));
   }
-  return batch_norm(input, Tensor(), Tensor(), weight, bias, true, 0.0, eps);
+  return norm(input, Tensor(), Tensor(), weight, bias, true, 0.0, eps);
 }
 
 std::string BatchNormBase::extra_repr() const {

@@ -30,6 +30,8 @@ class LayerNorm : public Module {
 class BatchNormBase : public Module {
  public:
   Tensor forward(const Tensor& input);
+  // relu(forward(input)), in one pass over the output (Sequential's BatchNorm + ReLU).
+  Tensor forward_relu(const Tensor& input);
 
   int64_t num_features;
   double eps;
@@ -43,6 +45,9 @@ class BatchNormBase : public Module {
   // ValueError unless the input has a dim this module accepts.
   virtual void check_input_dim(const Tensor& input) const = 0;
   std::string extra_repr() const override;
+
+ private:
+  Tensor normalize(const Tensor& input, bool relu);
 };
 
 // Input [N, C] or [N, C, L].
@@ -50,8 +55,8 @@ class BatchNorm1d : public BatchNormBase {
  public:
   const std::type_info* concurrent_forward_class() const override { return &typeid(BatchNorm1d); }
   explicit BatchNorm1d(int64_t num_features, double eps = 1e-5,
-                       std::optional<double> momentum = 0.1,
-                       bool affine = true, bool track_running_stats = true)
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}
 
  protected:
@@ -63,8 +68,8 @@ class BatchNorm2d : public BatchNormBase {
  public:
   const std::type_info* concurrent_forward_class() const override { return &typeid(BatchNorm2d); }
   explicit BatchNorm2d(int64_t num_features, double eps = 1e-5,
-                       std::optional<double> momentum = 0.1,
-                       bool affine = true, bool track_running_stats = true)
+                       std::optional<double> momentum = 0.1, bool affine = true,
+                       bool track_running_stats = true)
       : BatchNormBase(num_features, eps, momentum, affine, track_running_stats) {}
 
  protected:

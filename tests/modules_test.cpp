@@ -5,7 +5,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -232,5 +234,70 @@ TEST_CASE("Sequential runs a Conv2d followed by a ReLU as one conv2d_relu, with 
     CHECK(kernel_count(KernelKind::Conv) == 1);
     CHECK(kernel_count(KernelKind::Elementwise) == 1);  // the Tanh only
     CHECK(equal(got, tanh(relu(h))));
+  }
+}
+
+// The fused pass must give relu(batch_norm)'s bits (the ReLU of the stored value, NaN kept) in
+// every mode, and leave the running stats as the unfused module does.
+TEST_CASE("Sequential runs a BatchNorm followed by a ReLU as one pass, with the same bits") {
+  struct Case {
+    const char* name;
+    bool training, two_d;
+    std::optional<double> momentum;
+  };
+  for (const Case& c : {Case{"eval 2d", false, true, 0.1}, Case{"train 2d", true, true, 0.1},
+                        Case{"train momentum None", true, true, std::nullopt},
+                        Case{"eval 1d", false, false, 0.1}, Case{"train 1d", true, false, 0.3}}) {
+    CAPTURE(c.name);
+    auto make = [&]() -> std::shared_ptr<nn::BatchNormBase> {
+      if (c.two_d) return std::make_shared<nn::BatchNorm2d>(5, 1e-5, c.momentum);
+      return std::make_shared<nn::BatchNorm1d>(5, 1e-5, c.momentum);
+    };
+    auto fused = make(), plain = make();
+    // running stats and affine parameters away from their defaults, the same in both
+    for (auto* m : {fused.get(), plain.get()}) {
+      manual_seed(12);
+      for (auto& [key, t] : m->named_parameters()) copy_(t, randn(t.shape()));
+      for (auto& [key, t] : m->named_buffers())
+        if (t.dtype() == kFloat32) copy_(t, abs(randn(t.shape())) + 0.5);
+      m->train(c.training);
+    }
+    nn::Sequential net{fused, std::make_shared<nn::ReLU>()};
+    Tensor x = c.two_d ? randn({3, 5, 4, 4}) : randn({6, 5});
+    if (!c.training) {  // NaN and infinities pass as relu(batch_norm) passes them
+      Tensor flat = x.reshape({-1});
+      flat.select(0, 1).fill_(NAN);
+      flat.select(0, 2).fill_(INFINITY);
+      flat.select(0, 3).fill_(-INFINITY);
+    }
+    reset_kernel_counts();
+    Tensor normed = plain->forward(x);
+    const int64_t passes = kernel_count(KernelKind::Elementwise);  // training's counter update
+    Tensor want = relu(normed);
+    reset_kernel_counts();
+    Tensor got = net({x}).tensor();
+    CHECK(kernel_count(KernelKind::Elementwise) == passes);  // no separate ReLU pass
+    const std::vector<float> g = got.to_vector<float>(), w = want.to_vector<float>();
+    CHECK(std::count(w.begin(), w.end(), 0.0f) > 0);  // the ReLU had work to do
+    CHECK(got.shape() == want.shape());
+    CHECK(std::memcmp(g.data(), w.data(), g.size() * sizeof(float)) == 0);  // NaN too
+    const auto fb = fused->named_buffers(), pb = plain->named_buffers();
+    REQUIRE(fb.size() == pb.size());
+    for (size_t i = 0; i < fb.size(); ++i) CHECK(equal(fb[i].second, pb[i].second));
+  }
+  // the functional form, in double: relu(batch_norm)'s bits in eval and in training
+  manual_seed(13);
+  Tensor x = randn({4, 3, 5}).to(kFloat64), w = randn({3}).to(kFloat64),
+         b = randn({3}).to(kFloat64);
+  for (bool training : {false, true}) {
+    CAPTURE(training);
+    Tensor rm1 = randn({3}).to(kFloat64), rv1 = abs(randn({3})).to(kFloat64) + 0.5;
+    Tensor rm2 = rm1.clone(), rv2 = rv1.clone();
+    Tensor got = batch_norm_relu(x, rm1, rv1, w, b, training, 0.2, 1e-3);
+    Tensor want = relu(batch_norm(x, rm2, rv2, w, b, training, 0.2, 1e-3));
+    CHECK(got.dtype() == kFloat64);
+    CHECK(equal(got, want));
+    CHECK(equal(rm1, rm2));
+    CHECK(equal(rv1, rv2));
   }
 }

@@ -70,6 +70,63 @@ void copy_tap_rows(const T* src, int64_t src_rows, int step, T* dst, int64_t dst
     for (int64_t k = 0; k < n; ++k) dst[k] = src[step * k];
 }
 
+#ifdef __AVX512F__
+// PatchPanels' copy of one image's group of channels when an output row fits one register
+// (ow <= 16) and an input row two (w <= 32): each input row is loaded once and gives every kx
+// its output row by one zero-masking permute of two registers, which hold either two input
+// rows (w <= 16, ow <= 8: two output rows per store) or the two halves of one. Short rows cost
+// more in row loops, calls and fills than in moving bytes (stride 2's rows of 8); the layout and
+// the values are the general copy's below.
+void copy_short_rows(const float* src, int64_t cs, int64_t rs, const ConvGeom& g, int64_t ph,
+                     float* dst) {
+  const int64_t cg = g.cin / g.groups, s0 = g.stride[0], ow = g.ow;
+  const int64_t pair = g.w <= 16 && 2 * ow <= 16 ? 2 : 1;  // output rows per register
+  constexpr int64_t kMaxKw = 16;
+  __m512i idx[kMaxKw];
+  __mmask16 keep[kMaxKw];  // lanes that read the input (the others are padding: zero)
+  for (int64_t kx = 0; kx < g.kw; ++kx) {
+    alignas(64) int32_t lanes[16] = {};
+    unsigned m = 0;
+    for (int64_t q = 0; q < pair; ++q)
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t ix = j * g.stride[1] + kx * g.dil[1] - g.pad[1];
+        if (ix < 0 || ix >= g.w) continue;
+        lanes[q * ow + j] = static_cast<int32_t>(q * 16 + ix);  // 16 and up: the second register
+        m |= 1u << (q * ow + j);
+      }
+    idx[kx] = _mm512_load_si512(lanes);
+    keep[kx] = static_cast<__mmask16>(m);
+  }
+  const int64_t w0 = std::min<int64_t>(g.w, 16);
+  const auto first = static_cast<__mmask16>((1u << w0) - 1);
+  const auto second = static_cast<__mmask16>((1u << (g.w - w0)) - 1);
+  const auto one_row = static_cast<__mmask16>((1u << ow) - 1);
+  const auto both = static_cast<__mmask16>((1u << (pair * ow)) - 1);
+  const int64_t block = ph * ow;  // one (c, kx, phase)'s rows in dst
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t a = 0; a < s0; ++a) {
+      // copy row r of phase a is input row r * s0 + a - p0 (zeros outside the input)
+      auto in_row = [&](int64_t r) -> const float* {
+        const int64_t iy = r * s0 + a - g.pad[0];
+        return r < ph && iy >= 0 && iy < g.h ? src + c * cs + iy * rs : nullptr;
+      };
+      auto load = [](const float* p, __mmask16 m) {
+        return p ? _mm512_maskz_loadu_ps(m, p) : _mm512_setzero_ps();
+      };
+      float* base = dst + (c * g.kw * s0 + a) * block;
+      for (int64_t r = 0; r < ph; r += pair) {
+        const float* p = in_row(r);
+        const __m512 lo = load(p, first);
+        const __m512 hi = pair == 2 ? load(in_row(r + 1), first) : load(p ? p + 16 : p, second);
+        const __mmask16 store = r + pair <= ph ? both : one_row;
+        for (int64_t kx = 0; kx < g.kw; ++kx)
+          _mm512_mask_storeu_ps(base + kx * s0 * block + r * ow, store,
+                                _mm512_maskz_permutex2var_ps(keep[kx], lo, idx[kx], hi));
+      }
+    }
+}
+#endif
+
 // cols [grp1 - grp0, Cg*kh*kw, N*OH*OW]: groups [grp0, grp1)'s receptive fields, zero where the
 // window hits padding.
 template <class T>
@@ -197,6 +254,12 @@ class PatchPanels final : public PanelSource {
     copied_ = src;
     const int64_t s0 = g_.stride[0], s1 = g_.stride[1], ow = g_.ow;
     float* dst = copy_at_;
+#ifdef __AVX512F__
+    if (xss_ == 1 && g_.w <= 32 && ow <= 16 && g_.kw <= 16) {
+      copy_short_rows(src, xcs_, xrs_, g_, ph_, dst);
+      return;
+    }
+#endif
     for (int64_t c = 0; c < g_.cin / g_.groups; ++c)
       for (int64_t kx = 0; kx < g_.kw; ++kx) {
         const int64_t x0 = kx * g_.dil[1] - g_.pad[1];  // ix = ox * s1 + x0

@@ -28,9 +28,31 @@ void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const double* wv
 // The loops run in memory order (with s == 1 a row of c channels at a time, which vectorises):
 // channel by channel, an [N, C] input strided by C through memory that a vmapped call, with
 // every set's channels side by side, made larger than the cache.
+// y = x * scale + shift per channel, then relu's (the unary's: NaN kept, -0 to 0) if Relu
+template <bool Relu, class T>
+void scale_shift(const T* x, T* y, int64_t n, int64_t c, int64_t s, const double* scale,
+                 const double* shift) {
+  auto out = [](double v) {
+    const T t = static_cast<T>(v);
+    if constexpr (Relu) return t > 0 ? t : (t != t ? t : T(0));
+    return t;
+  };
+  for (int64_t i = 0; i < n; ++i) {
+    const T* row = x + i * c * s;
+    T* dst = y + i * c * s;
+    if (s == 1) {
+      for (int64_t ch = 0; ch < c; ++ch) dst[ch] = out(row[ch] * scale[ch] + shift[ch]);
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t j = 0; j < s; ++j)
+          dst[ch * s + j] = out(row[ch * s + j] * scale[ch] + shift[ch]);
+    }
+  }
+}
+
 template <class T>
 void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool compute, double* mean,
-                     double* var, const double* w, const double* b, double eps) {
+                     double* var, const double* w, const double* b, double eps, bool relu) {
   const double cnt = static_cast<double>(n * s);
   // acc[ch] = the mean over rows of channel ch's term: one value's (s == 1, a row of channels at
   // a time) or the sum over its s values
@@ -60,17 +82,10 @@ void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool com
     scale[ch] = w[ch] / std::sqrt(var[ch] + eps);
     shift[ch] = b[ch] - mean[ch] * scale[ch];
   }
-  for (int64_t i = 0; i < n; ++i) {
-    const T* row = x + i * c * s;
-    T* out = y + i * c * s;
-    if (s == 1) {
-      for (int64_t ch = 0; ch < c; ++ch) out[ch] = static_cast<T>(row[ch] * scale[ch] + shift[ch]);
-    } else {
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t j = 0; j < s; ++j)
-          out[ch * s + j] = static_cast<T>(row[ch * s + j] * scale[ch] + shift[ch]);
-    }
-  }
+  if (relu)
+    scale_shift<true>(x, y, n, c, s, scale.data(), shift.data());
+  else
+    scale_shift<false>(x, y, n, c, s, scale.data(), shift.data());
 }
 
 }  // namespace
@@ -84,12 +99,14 @@ void layer_norm_rows(const double* x, double* y, int64_t rows, int64_t d, const 
   layer_norm_loop(x, y, rows, d, w, b, eps, rows_per_set);
 }
 void batch_norm_channels(const float* x, float* y, int64_t n, int64_t c, int64_t s, bool compute,
-                         double* mean, double* var, const double* w, const double* b, double eps) {
-  batch_norm_loop(x, y, n, c, s, compute, mean, var, w, b, eps);
+                         double* mean, double* var, const double* w, const double* b, double eps,
+                         bool relu) {
+  batch_norm_loop(x, y, n, c, s, compute, mean, var, w, b, eps, relu);
 }
 void batch_norm_channels(const double* x, double* y, int64_t n, int64_t c, int64_t s, bool compute,
-                         double* mean, double* var, const double* w, const double* b, double eps) {
-  batch_norm_loop(x, y, n, c, s, compute, mean, var, w, b, eps);
+                         double* mean, double* var, const double* w, const double* b, double eps,
+                         bool relu) {
+  batch_norm_loop(x, y, n, c, s, compute, mean, var, w, b, eps, relu);
 }
 
 }  // namespace td::kernels::TD_ISA

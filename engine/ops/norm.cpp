@@ -137,10 +137,12 @@ std::vector<Tensor> batch_norm_impl(std::span<const Tensor> in, const OpAttrs& a
   if (out.numel() > 0) {
     if (x.dtype() == DType::Float32)
       kernels::batch_norm_channels(xc.data<float>(), out.data<float>(), n, c, s, training,
-                                   mean.data(), var.data(), wv.data(), bv.data(), eps);
+                                   mean.data(), var.data(), wv.data(), bv.data(), eps,
+                                   a.fused_relu);
     else
       kernels::batch_norm_channels(xc.data<double>(), out.data<double>(), n, c, s, training,
-                                   mean.data(), var.data(), wv.data(), bv.data(), eps);
+                                   mean.data(), var.data(), wv.data(), bv.data(), eps,
+                                   a.fused_relu);
   }
   if (training && rm.defined() && per_channel > 0) {
     // PyTorch: running stats take the unbiased batch variance.
@@ -168,6 +170,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps) {
   const BatchNormAttrs a{.training = training, .momentum = momentum, .eps = eps};
+  return call_op1(OpId::batch_norm, {x, running_mean, running_var, weight, bias}, a);
+}
+
+Tensor batch_norm_relu(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                       const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                       double eps) {
+  const BatchNormAttrs a{
+      .training = training, .momentum = momentum, .eps = eps, .fused_relu = true};
   return call_op1(OpId::batch_norm, {x, running_mean, running_var, weight, bias}, a);
 }
 

@@ -99,7 +99,8 @@ std::vector<Batched> batch_norm_rule(const RuleContext& ctx, std::span<const Bat
   bool rm_view = true, rv_view = true;
   Tensor rm2 = flat(rm, &rm_view), rv2 = flat(rv, &rv_view);
   Tensor w2 = flat(w, nullptr), b2 = flat(b, nullptr);
-  Tensor y = batch_norm(x2, rm2, rv2, w2, b2, training, attrs.momentum, attrs.eps);
+  const Tensor folded[] = {x2, rm2, rv2, w2, b2};
+  Tensor y = call_op(OpId::batch_norm, folded, attrs)[0];  // attrs as given: fused_relu too
   if (training) {
     // An unbatched stat beside a batched one: x is unbatched too (checked above), so every set
     // computed the same update into the temporary; it is written once, as a call per set does.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <vector>
 #include <xsimd/xsimd.hpp>
 
@@ -85,13 +86,19 @@ void pad_split(const Tensor& x, const ConvGeom& g, const Layout& l, int64_t grp,
   std::fill(dst, dst + l.cg * l.rows * 2 * l.half, 0.0f);
   const int64_t ry0 = g.pad[0], rx0 = g.pad[1];  // padded row and column of x[0, 0]
   const int64_t h = std::min(g.h, l.rows - ry0), w = std::min(g.w, 2 * l.tiles_x + 2 - rx0);
+  // x[iy, ix] goes to padded column q = ix + rx0: even ix to ev[ix / 2], odd ix to od[ix / 2]
+  const int64_t ev = (rx0 & 1 ? l.half : 0) + rx0 / 2, od = (rx0 & 1 ? 0 : l.half) + (rx0 + 1) / 2;
   for (int64_t c = 0; c < l.cg; ++c)
     for (int64_t iy = 0; iy < h; ++iy) {
       const float* s = src + c * st[1] + iy * st[2];
       float* row = dst + (c * l.rows + iy + ry0) * 2 * l.half;
-      for (int64_t ix = 0; ix < w; ++ix) {
-        const int64_t q = ix + rx0;
-        row[(q & 1) * l.half + (q >> 1)] = s[ix * st[3]];
+      float* __restrict e = row + ev;
+      float* __restrict o = row + od;
+      if (st[3] == 1) {  // (a loop the compiler vectorizes)
+        for (int64_t k = 0; k < (w + 1) / 2; ++k) e[k] = s[2 * k];
+        for (int64_t k = 0; k < w / 2; ++k) o[k] = s[2 * k + 1];
+      } else {
+        for (int64_t ix = 0; ix < w; ++ix) (ix & 1 ? o : e)[ix / 2] = s[ix * st[3]];
       }
     }
 }
@@ -232,7 +239,8 @@ void conv_winograd(const Tensor& x, const ConvGeom& g, const float* u, const flo
   const Layout l(g);
   const int64_t cout = out.size(1), banks = cout / g.cout, hw = g.oh * g.ow;
   std::vector<float> padded(l.cg * l.rows * 2 * l.half);
-  std::vector<float> v(16 * l.vs), m(16 * l.ms);
+  // (not zeroed: every element read is written first)
+  const std::unique_ptr<float[]> v(new float[16 * l.vs]), m(new float[16 * l.ms]);
   float* po = out.data<float>();
   // the tasks of one image's group (its banks) share each block's transformed inputs
   for (int64_t t = t0; t < t1;) {
@@ -241,15 +249,15 @@ void conv_winograd(const Tensor& x, const ConvGeom& g, const float* u, const flo
     pad_split(x, g, l, grp, img, padded.data());
     for (int64_t i0 = 0; i0 < l.tiles; i0 += l.block) {
       const int64_t i1 = std::min(l.tiles, i0 + l.block), n = i1 - i0;
-      transform_inputs(padded.data(), l, i0, i1, v.data());
+      transform_inputs(padded.data(), l, i0, i1, v.get());
       for (int64_t bank = b0; bank < b1; ++bank) {
         const int64_t ch = bank * g.cout + grp * l.og;
         const float* ub = u + ch * 16 * l.cg;  // this bank's group: [16, og, cg]
         for (int64_t e = 0; e < 16; ++e)
-          small_gemm_nn(ub + e * l.og * l.cg, l.cg, v.data() + e * l.vs, l.ts, nullptr,
-                        m.data() + e * l.ms, l.ts, l.og, n, l.cg);
+          small_gemm_nn(ub + e * l.og * l.cg, l.cg, v.get() + e * l.vs, l.ts, nullptr,
+                        m.get() + e * l.ms, l.ts, l.og, n, l.cg);
         for (int64_t o = 0; o < l.og; ++o)
-          transform_outputs(m.data(), l, g, o, bias ? bias[ch + o] : 0.0f, relu, i0, i1,
+          transform_outputs(m.get(), l, g, o, bias ? bias[ch + o] : 0.0f, relu, i0, i1,
                             po + (img * cout + ch + o) * hw);
       }
     }

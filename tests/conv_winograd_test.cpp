@@ -1,6 +1,6 @@
-// conv2d's Winograd kernel (float32 3x3, stride 1, F(2x2, 3x3)): against a direct loop in double
-// over many geometries past the threshold, banks of filters on one input, NaN and inf, strided
-// inputs, and the same bits batched, chunked, looped and on two threads.
+// conv2d's Winograd kernel (float32 3x3, stride 1, F(2x2, 3x3)): the kernel against a direct loop
+// in double over many geometries, conv2d past the threshold, banks of filters on one input, NaN and
+// inf, strided inputs, and the same bits batched, chunked, looped and on two threads.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -65,6 +65,24 @@ Tensor run(const Tensor& x, const Tensor& w, const Tensor& b, const Geom& k) {
   return (k.relu ? conv2d_relu : conv2d)(x, w, b, {1, 1}, {k.p0, k.p1}, {1, 1}, k.groups);
 }
 
+// The kernel itself, on any channels (conv2d takes it past a threshold only): what conv2d's
+// Winograd case does, all tasks at once.
+Tensor run_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const Geom& k) {
+  kernels::ConvGeom g{};
+  g.n = k.n, g.cin = k.cin, g.h = k.h, g.w = k.w, g.cout = k.cout, g.kh = 3, g.kw = 3;
+  g.oh = k.oh(), g.ow = k.ow(), g.groups = k.groups;
+  g.stride = {1, 1}, g.pad = {k.p0, k.p1}, g.dil = {1, 1};
+  const int64_t cg = k.cin / k.groups;
+  std::vector<float> u(16 * k.cout * cg);
+  const Tensor wc = w.contiguous();
+  kernels::winograd_filters(wc.data<float>(), k.cout, cg, k.cout / k.groups, u.data());
+  Tensor out = Tensor::empty({k.n, k.cout, k.oh(), k.ow()}, kFloat32);
+  const Tensor bc = b.defined() ? b.contiguous() : Tensor();
+  kernels::conv_winograd(x, g, u.data(), b.defined() ? bc.data<float>() : nullptr, k.relu, out, 0,
+                         k.groups * k.n);
+  return out;
+}
+
 // Within 1e-5 of sum |w||x| (float32's epsilon is 6e-8: the GEMM's sum over channels and the
 // transforms' few adds stay far below it; a wrong coefficient or tile is off by O(1) of it).
 void check_near(const Tensor& y, const Ref& r, bool relu) {
@@ -82,8 +100,8 @@ void check_near(const Tensor& y, const Ref& r, bool relu) {
   CHECK(bad == 0);
 }
 
-// A deterministic spread of geometries past the threshold: channels around it, odd and even
-// output sizes, planes of 1-3 rows or columns, paddings 0-2, groups, bias, ReLU.
+// A deterministic spread of geometries for the kernel: channels 1-40, odd and even output
+// sizes, planes of 1-3 rows or columns, paddings 0-2, groups, bias, ReLU.
 std::vector<Geom> geometries() {
   std::vector<Geom> out;
   uint64_t r = 2024;
@@ -92,12 +110,12 @@ std::vector<Geom> geometries() {
     return lo + static_cast<int64_t>((r >> 33) % static_cast<uint64_t>(hi - lo + 1));
   };
   const int64_t sizes[] = {1, 2, 3, 4, 5, 8, 9, 10, 15, 16, 17, 18, 19, 33, 34};
-  const int64_t chans[] = {16, 17, 19, 24, 32, 40};
+  const int64_t chans[] = {1, 3, 8, 16, 17, 19, 24, 32, 40};
   while (out.size() < 60) {
     const int64_t groups = pick(1, 2);
     Geom k{pick(1, 2),
-           groups * chans[pick(0, 5)],
-           groups * chans[pick(0, 5)],
+           groups * chans[pick(0, 8)],
+           groups * chans[pick(0, 8)],
            sizes[pick(0, 14)],
            sizes[pick(0, 14)],
            pick(0, 2),
@@ -105,10 +123,9 @@ std::vector<Geom> geometries() {
            groups,
            pick(0, 1) == 1,
            pick(0, 2) == 0};
-    if (k.oh() < 1 || k.ow() < 1 || !k.winograd()) continue;
+    if (k.oh() < 1 || k.ow() < 1) continue;
     out.push_back(k);
   }
-  out.push_back({1, 16, 16, 8, 8, 1, 1, 1, true, false});    // the smallest plane it takes
   out.push_back({2, 64, 64, 16, 16, 1, 1, 1, true, true});   // conv64_8's layers
   out.push_back({3, 32, 48, 2, 66, 1, 0, 1, false, false});  // two rows of input
   out.push_back({1, 32, 32, 70, 3, 0, 1, 1, true, false});   // three columns
@@ -118,7 +135,7 @@ std::vector<Geom> geometries() {
 
 }  // namespace
 
-TEST_CASE("Winograd conv2d against a direct loop in double over many geometries") {
+TEST_CASE("the Winograd kernel against a direct loop in double over many geometries") {
   for (const Geom& k : geometries()) {
     CAPTURE(k.n);
     CAPTURE(k.cin);
@@ -130,13 +147,29 @@ TEST_CASE("Winograd conv2d against a direct loop in double over many geometries"
     CAPTURE(k.groups);
     CAPTURE(k.bias);
     CAPTURE(k.relu);
+    Tensor x = seq({k.n, k.cin, k.h, k.w}, kFloat32, 0.31);
+    Tensor w = seq({k.cout, k.cin / k.groups, 3, 3}, kFloat32, 0.57);
+    Tensor b = k.bias ? seq({k.cout}, kFloat32, 1.1) : Tensor();
+    check_near(run_kernel(x, w, b, k),
+               ref_conv(x.to_vector<double>(), w.to_vector<double>(),
+                        k.bias ? b.to_vector<double>() : std::vector<double>{}, k),
+               k.relu);
+  }
+}
+
+TEST_CASE("conv2d takes the Winograd kernel past its threshold, same bits as the kernel") {
+  for (const Geom& k : {Geom{2, 64, 64, 16, 16, 1, 1, 1, true, true},
+                        Geom{1, 128, 128, 17, 18, 1, 2, 2, false, false},
+                        Geom{1, 64, 64, 33, 15, 0, 1, 1, true, false}}) {
+    CAPTURE(k.cin);
+    CAPTURE(k.h);
     REQUIRE(k.winograd());
     Tensor x = seq({k.n, k.cin, k.h, k.w}, kFloat32, 0.31);
     Tensor w = seq({k.cout, k.cin / k.groups, 3, 3}, kFloat32, 0.57);
     Tensor b = k.bias ? seq({k.cout}, kFloat32, 1.1) : Tensor();
     Tensor y = run(x, w, b, k);
     REQUIRE(y.shape() == Shape{k.n, k.cout, k.oh(), k.ow()});
-    REQUIRE(y.dtype() == kFloat32);
+    CHECK(equal(y, run_kernel(x, w, b, k)));
     check_near(y,
                ref_conv(x.to_vector<double>(), w.to_vector<double>(),
                         k.bias ? b.to_vector<double>() : std::vector<double>{}, k),
@@ -145,7 +178,7 @@ TEST_CASE("Winograd conv2d against a direct loop in double over many geometries"
 }
 
 TEST_CASE("Winograd conv2d counts the direct convolution's multiply-adds") {
-  const Geom k{2, 32, 16, 12, 10, 1, 0, 1, true, false};
+  const Geom k{2, 64, 64, 16, 18, 1, 0, 1, true, false};
   REQUIRE(k.winograd());
   Tensor x = seq({k.n, k.cin, k.h, k.w}, kFloat32, 0.31);
   Tensor w = seq({k.cout, k.cin, 3, 3}, kFloat32, 0.57);
@@ -156,7 +189,7 @@ TEST_CASE("Winograd conv2d counts the direct convolution's multiply-adds") {
 }
 
 TEST_CASE("Winograd conv2d from strided inputs and unbatched, same values as contiguous") {
-  const Geom k{2, 40, 36, 11, 19, 1, 2, 2, true, false};
+  const Geom k{2, 128, 128, 15, 19, 1, 2, 2, true, false};
   REQUIRE(k.winograd());
   Tensor x = seq({k.n, k.h, k.w, k.cin}, kFloat32, 0.31).permute({0, 3, 1, 2});  // channels-last
   Tensor w = seq({k.cout, k.cin / k.groups, 3, 3}, kFloat32, 0.57);
@@ -177,9 +210,8 @@ TEST_CASE("Winograd conv2d from strided inputs and unbatched, same values as con
 
 TEST_CASE("Winograd conv2d with banks of filters on one input: each bank's bits alone") {
   // vmap's ensemble on a shared input: output channel = bank * cout + group * og + k
-  for (const Geom& k :
-       {Geom{2, 16, 32, 9, 17, 1, 1, 1, true, false}, Geom{1, 32, 32, 10, 12, 0, 2, 2, false, true},
-        Geom{3, 24, 16, 7, 30, 2, 1, 1, true, true}}) {
+  for (const Geom& k : {Geom{2, 64, 64, 16, 17, 1, 1, 1, true, false},
+                        Geom{1, 128, 128, 18, 16, 0, 2, 2, false, true}}) {
     REQUIRE(k.winograd());
     const int64_t sets = 3;
     Tensor x = seq({k.n, k.cin, k.h, k.w}, kFloat32, 0.31);
@@ -210,7 +242,7 @@ TEST_CASE("Winograd conv2d: NaN and inf in the input reach the outputs whose win
   // An output whose window holds a NaN is NaN, one that holds an inf is not finite (the
   // transforms subtract inputs, so inf - inf may make it NaN where the direct sum is inf), and
   // the rest stay finite and close: a bad input spreads no further than its windows.
-  const Geom k{1, 16, 16, 9, 21, 1, 1, 1, true, false};
+  const Geom k{1, 64, 64, 15, 21, 1, 1, 1, true, false};
   REQUIRE(k.winograd());
   std::vector<double> xv = seq({k.n, k.cin, k.h, k.w}, kFloat64, 0.31).to_vector<double>();
   const double inf = std::numeric_limits<double>::infinity();
@@ -218,7 +250,7 @@ TEST_CASE("Winograd conv2d: NaN and inf in the input reach the outputs whose win
   xv[7 * k.w + 18] = inf;
   xv[5 * k.h * k.w + 0] = -inf;
   xv[5 * k.h * k.w + 2 * k.w + 2] = inf;
-  xv[9 * k.h * k.w + 8 * k.w + 20] = -inf;  // the last tile's corner
+  xv[9 * k.h * k.w + 14 * k.w + 20] = -inf;  // the last tile's corner
   Tensor x = tensor<double>(xv, {k.n, k.cin, k.h, k.w}).to(kFloat32);
   Tensor w = seq({k.cout, k.cin, 3, 3}, kFloat32, 0.57);
   Tensor b = seq({k.cout}, kFloat32, 1.1);
@@ -245,7 +277,7 @@ TEST_CASE("Winograd conv2d: NaN and inf in the input reach the outputs whose win
 
 TEST_CASE("Winograd conv2d gives the same bits on one thread and on two") {
   // enough work that two threads share the tasks, and banks split between them
-  const Geom k{3, 32, 32, 16, 16, 1, 1, 1, true, false};
+  const Geom k{3, 64, 64, 16, 16, 1, 1, 1, true, false};
   REQUIRE(k.winograd());
   Tensor x = seq({k.n, k.cin, k.h, k.w}, kFloat32, 0.31);
   Tensor w = seq({3 * k.cout, k.cin, 3, 3}, kFloat32, 0.57), b = seq({3 * k.cout}, kFloat32, 1.1);
@@ -267,7 +299,7 @@ TEST_CASE("a Winograd conv ensemble: vmap equals the loop over sets bit for bit,
   manual_seed(43);
   auto threads_and_chunks = [](nn::Module& m, const TensorDict& params, const Tensor& x,
                                const Tensor& xs) {
-    check_shared_and_per_set(m, params, x, xs, 0, {1, 2, 3, 5});
+    check_shared_and_per_set(m, params, x, xs, 0, {1, 2});
     const nn::FunctionalVmapOptions shared{.params = params, .args = {x}};
     const Tensor whole = functional_vmap(m, shared).tensor();
     CHECK(equal(whole, loop_reference(m, params, {x}, {}, {})));
@@ -279,20 +311,20 @@ TEST_CASE("a Winograd conv ensemble: vmap equals the loop over sets bit for bit,
     const Tensor whole_per_set = functional_vmap(m, per_set).tensor();
     check_same_bits_chunked_and_looped(m, per_set, whole_per_set, {2});
   };
-  SUBCASE("32 to 32 channels, a ReLU fused") {
-    REQUIRE(Geom{4, 32, 32, 16, 16, 1, 1, 1, true, true}.winograd());
-    auto nets = ensemble(5, [] {
+  SUBCASE("64 to 64 channels, a ReLU fused") {
+    REQUIRE(Geom{2, 64, 64, 16, 16, 1, 1, 1, true, true}.winograd());
+    auto nets = ensemble(3, [] {
       return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-          std::make_shared<nn::Conv2d>(32, 32, 3, 1, 1), std::make_shared<nn::ReLU>()});
+          std::make_shared<nn::Conv2d>(64, 64, 3, 1, 1), std::make_shared<nn::ReLU>()});
     });
     TensorDict params = TensorDict::from_modules(nets);
-    threads_and_chunks(*nets[0], params, randn({4, 32, 16, 16}), randn({5, 4, 32, 16, 16}));
+    threads_and_chunks(*nets[0], params, randn({2, 64, 16, 16}), randn({3, 2, 64, 16, 16}));
   }
-  SUBCASE("16 to 24 channels in 2 groups, odd planes, no bias") {
-    REQUIRE(Geom{2, 32, 48, 13, 11, 1, 1, 2, false, false}.winograd());
+  SUBCASE("64 to 64 channels in 2 groups, odd planes, no bias") {
+    REQUIRE(Geom{2, 128, 128, 17, 17, 1, 1, 2, false, false}.winograd());
     auto nets =
-        ensemble(4, [] { return std::make_shared<nn::Conv2d>(32, 48, 3, 1, 1, 1, 2, false); });
+        ensemble(3, [] { return std::make_shared<nn::Conv2d>(128, 128, 3, 1, 1, 1, 2, false); });
     TensorDict params = TensorDict::from_modules(nets);
-    threads_and_chunks(*nets[0], params, randn({2, 32, 13, 11}), randn({4, 2, 32, 13, 11}));
+    threads_and_chunks(*nets[0], params, randn({1, 128, 17, 17}), randn({3, 1, 128, 17, 17}));
   }
 }

@@ -1,8 +1,9 @@
-// conv2d: argument and shape checks, then a direct kernel for depthwise float filters, or a
-// GEMM per bank of filters: small float filters by the register-blocked kernel, reading the
-// receptive fields in place (from x or a copy laid out for it), straight into each output plane;
-// the rest im2col, a batched GEMM and a scatter into the output (the kernels of depthwise.cpp,
-// conv.cpp, small_gemm.cpp and gemm.cpp).
+// conv2d: argument and shape checks, then a direct kernel for depthwise float filters, Winograd's
+// F(2x2, 3x3) for float 3x3 stride-1 filters over enough channels and outputs, or a GEMM per
+// bank of filters: small float filters by the register-blocked kernel, reading the receptive
+// fields in place (from x or a copy laid out for it), straight into each output plane; the rest
+// im2col, a batched GEMM and a scatter into the output (the kernels of depthwise.cpp,
+// winograd.cpp, conv.cpp, small_gemm.cpp and gemm.cpp).
 #include <algorithm>
 
 #include "engine/kernels/kernels.h"

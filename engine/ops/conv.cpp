@@ -1,8 +1,9 @@
-// conv2d: argument and shape checks, then a direct kernel for depthwise float filters, or a
-// GEMM per bank of filters: small float filters by the register-blocked kernel, reading the
-// receptive fields in place (from x or a copy laid out for it), straight into each output plane;
-// the rest im2col, a batched GEMM and a scatter into the output (the kernels of depthwise.cpp,
-// conv.cpp, small_gemm.cpp and gemm.cpp).
+// conv2d: argument and shape checks, then a direct kernel for depthwise float filters, Winograd's
+// F(2x2, 3x3) for float 3x3 stride-1 filters over enough channels and outputs, or a GEMM per
+// bank of filters: small float filters by the register-blocked kernel, reading the receptive
+// fields in place (from x or a copy laid out for it), straight into each output plane; the rest
+// im2col, a batched GEMM and a scatter into the output (the kernels of depthwise.cpp,
+// winograd.cpp, conv.cpp, small_gemm.cpp and gemm.cpp).
 #include <algorithm>
 
 #include "engine/kernels/kernels.h"
@@ -107,6 +108,30 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
       parallel_for(tasks, planes);
     else
       planes(0, tasks);
+    return {x.dim() == 3 ? out.squeeze(0) : out};
+  }
+  // 3x3 filters, stride 1, over enough channels and outputs: Winograd's F(2x2, 3x3), 16
+  // multiply-adds per 2x2 outputs and channel instead of 36. By the group's shape alone, as
+  // below. Counted as the direct convolution's multiply-adds (the work it stands for).
+  const int64_t cg = g.cin / g.groups;
+  if (x.dtype() == DType::Float32 && g.kh == 3 && g.kw == 3 && g.stride[0] == 1 &&
+      g.stride[1] == 1 && g.dil[0] == 1 && g.dil[1] == 1 &&
+      kernels::winograd_pays(cg, og, g.oh, g.ow)) {
+    count_multiply_adds(out.numel() * ckk);
+    const Tensor wc = w.contiguous();
+    std::vector<float> u(16 * sets * g.cout * cg);
+    kernels::winograd_filters(wc.data<float>(), sets * g.cout, cg, og, u.data());
+    const std::vector<float> fbias(bias.begin(), bias.end());
+    // t = (group * N + image) * sets + bank: the banks of one image's group share its tiles
+    auto tiles = [&](int64_t t0, int64_t t1) {
+      kernels::conv_winograd(x4, g, u.data(), b.defined() ? fbias.data() : nullptr, a.fused_relu,
+                             out, t0, t1);
+    };
+    const int64_t tasks = sets * g.groups * g.n;
+    if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(sets * g.cout) * l * ckk > 4e6)
+      parallel_for(tasks, tiles);
+    else
+      tiles(0, tasks);
     return {x.dim() == 3 ? out.squeeze(0) : out};
   }
   // Small float filters times output planes of a few panels each: our register-blocked kernel

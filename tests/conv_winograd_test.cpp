@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -74,13 +75,34 @@ Tensor run_kernel(const Tensor& x, const Tensor& w, const Tensor& b, const Geom&
   g.stride = {1, 1}, g.pad = {k.p0, k.p1}, g.dil = {1, 1};
   const int64_t cg = k.cin / k.groups;
   std::vector<float> u(16 * k.cout * cg);
+  std::vector<uint8_t> finite(k.groups);
   const Tensor wc = w.contiguous();
-  kernels::winograd_filters(wc.data<float>(), k.cout, cg, k.cout / k.groups, u.data());
+  kernels::winograd_filters(wc.data<float>(), k.cout, cg, k.cout / k.groups, u.data(),
+                            finite.data());
   Tensor out = Tensor::empty({k.n, k.cout, k.oh(), k.ow()}, kFloat32);
   const Tensor bc = b.defined() ? b.contiguous() : Tensor();
-  kernels::conv_winograd(x, g, u.data(), b.defined() ? bc.data<float>() : nullptr, k.relu, out, 0,
-                         k.groups * k.n);
+  kernels::conv_winograd(x, g, wc.data<float>(), u.data(), finite.data(),
+                         b.defined() ? bc.data<float>() : nullptr, k.relu, out, 0, k.groups * k.n);
   return out;
+}
+
+// The direct register-blocked kernel on the same convolution.
+Tensor run_planes(const Tensor& x, const Tensor& w, const Tensor& b, const Geom& k) {
+  kernels::ConvGeom g{};
+  g.n = k.n, g.cin = k.cin, g.h = k.h, g.w = k.w, g.cout = k.cout, g.kh = 3, g.kw = 3;
+  g.oh = k.oh(), g.ow = k.ow(), g.groups = k.groups;
+  g.stride = {1, 1}, g.pad = {k.p0, k.p1}, g.dil = {1, 1};
+  const Tensor wc = w.contiguous(), bc = b.contiguous();
+  Tensor out = Tensor::empty({k.n, k.cout, k.oh(), k.ow()}, kFloat32);
+  kernels::conv_planes(x, g, wc.data<float>(), bc.data<float>(), k.relu, out, 0, k.groups * k.n);
+  return out;
+}
+
+// Same shape and the same bits, NaN included.
+bool equal_nan_bits(const Tensor& a, const Tensor& b) {
+  const std::vector<float> x = a.contiguous().to_vector<float>(),
+                           y = b.contiguous().to_vector<float>();
+  return a.shape() == b.shape() && std::memcmp(x.data(), y.data(), x.size() * sizeof(float)) == 0;
 }
 
 // Within 1e-5 of sum |w||x| (float32's epsilon is 6e-8: the GEMM's sum over channels and the
@@ -238,41 +260,65 @@ TEST_CASE("Winograd conv2d with banks of filters on one input: each bank's bits 
   }
 }
 
-TEST_CASE("Winograd conv2d: NaN and inf in the input reach the outputs whose windows hold them") {
-  // An output whose window holds a NaN is NaN, one that holds an inf is not finite (the
-  // transforms subtract inputs, so inf - inf may make it NaN where the direct sum is inf), and
-  // the rest stay finite and close: a bad input spreads no further than its windows.
-  const Geom k{1, 64, 64, 15, 21, 1, 1, 1, true, false};
+// Where the direct sum is inf the transforms' differences could make inf - inf = NaN: an image
+// or a bank of filters holding an inf or NaN takes the direct kernel, the others Winograd.
+TEST_CASE("Winograd conv2d: inf and NaN give the direct convolution's inf and NaN") {
+  const Geom k{2, 64, 64, 15, 21, 1, 1, 1, true, false};
   REQUIRE(k.winograd());
+  const int64_t sets = 3;
   std::vector<double> xv = seq({k.n, k.cin, k.h, k.w}, kFloat64, 0.31).to_vector<double>();
   const double inf = std::numeric_limits<double>::infinity();
-  xv[3 * k.w + 4] = std::nan("");
+  xv[3 * k.w + 4] = std::nan("");  // image 0 only
   xv[7 * k.w + 18] = inf;
   xv[5 * k.h * k.w + 0] = -inf;
   xv[5 * k.h * k.w + 2 * k.w + 2] = inf;
   xv[9 * k.h * k.w + 14 * k.w + 20] = -inf;  // the last tile's corner
   Tensor x = tensor<double>(xv, {k.n, k.cin, k.h, k.w}).to(kFloat32);
-  Tensor w = seq({k.cout, k.cin, 3, 3}, kFloat32, 0.57);
-  Tensor b = seq({k.cout}, kFloat32, 1.1);
-  const Ref ref = ref_conv(x.to_vector<double>(), w.to_vector<double>(), b.to_vector<double>(), k);
-  const auto got = run(x, w, b, k).to_vector<double>();
-  REQUIRE(got.size() == ref.y.size());
+  std::vector<double> wv = seq({sets * k.cout, k.cin, 3, 3}, kFloat32, 0.57).to_vector<double>();
+  wv[(k.cout + 5) * k.cin * 9 + 4] = -inf;  // bank 1, its filter 5
+  Tensor w = tensor<double>(wv, {sets * k.cout, k.cin, 3, 3}).to(kFloat32);
+  Tensor b = seq({sets * k.cout}, kFloat32, 1.1);
+  ConvAttrs a{.stride = {1, 1}, .padding = {1, 1}, .dilation = {1, 1}, .groups = 1, .sets = sets};
+  const Tensor y = call_op1(OpId::conv2d, {x, w, b}, a);
   int nans = 0, infs = 0;
-  for (size_t i = 0; i < ref.y.size(); ++i) {
-    CAPTURE(i);
-    if (std::isnan(ref.y[i])) {
-      ++nans;
-      CHECK(std::isnan(got[i]));
-    } else if (std::isinf(ref.y[i])) {
-      ++infs;
-      CHECK(!std::isfinite(got[i]));
-    } else {
-      REQUIRE(std::isfinite(got[i]));
-      CHECK(std::abs(got[i] - ref.y[i]) <= 1e-5 * ref.mag[i]);
+  for (int64_t s = 0; s < sets; ++s) {
+    CAPTURE(s);
+    const Tensor ws = w.narrow(0, s * k.cout, k.cout), bs = b.narrow(0, s * k.cout, k.cout);
+    const Tensor ys = y.narrow(1, s * k.cout, k.cout);
+    CHECK(equal_nan_bits(ys, run(x, ws, bs, k)));  // each bank as alone
+    const Ref ref = ref_conv(x.to_vector<double>(), ws.contiguous().to_vector<double>(),
+                             bs.to_vector<double>(), k);
+    const auto got = ys.contiguous().to_vector<double>();
+    for (size_t i = 0; i < ref.y.size(); ++i) {
+      CAPTURE(i);
+      if (std::isnan(ref.y[i])) {
+        ++nans;
+        CHECK(std::isnan(got[i]));
+      } else if (std::isinf(ref.y[i])) {
+        ++infs;
+        CHECK(got[i] == ref.y[i]);  // the same inf, not NaN
+      } else {
+        REQUIRE(std::isfinite(got[i]));
+        CHECK(std::abs(got[i] - ref.y[i]) <= 1e-5 * ref.mag[i]);
+      }
     }
   }
   CHECK(nans > 0);
   CHECK(infs > 0);
+  // which kernel ran: the direct one's bits for image 0 and for bank 1, Winograd's (which differ
+  // from the direct ones in the last bits) for image 1 with banks 0 and 2
+  const Geom one{1, k.cin, k.cout, k.h, k.w, 1, 1, 1, true, false};
+  for (int64_t s = 0; s < sets; ++s)
+    for (int64_t i = 0; i < k.n; ++i) {
+      CAPTURE(s);
+      CAPTURE(i);
+      const Tensor xi = x.narrow(0, i, 1), ws = w.narrow(0, s * k.cout, k.cout);
+      const Tensor bs = b.narrow(0, s * k.cout, k.cout);
+      const Tensor yi = y.narrow(0, i, 1).narrow(1, s * k.cout, k.cout);
+      const bool direct = i == 0 || s == 1;
+      CHECK(equal_nan_bits(yi, run_planes(xi, ws, bs, one)) == direct);
+      if (!direct) CHECK(equal(yi, run_kernel(xi, ws, bs, one)));
+    }
 }
 
 TEST_CASE("Winograd conv2d gives the same bits on one thread and on two") {

@@ -3,6 +3,7 @@
 // element-wise products per tile and channel pair instead of the direct 36, done as 16 GEMMs
 // [og, cg] @ [cg, tiles] over a block of tiles at a time.
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -76,10 +77,15 @@ struct Layout {
   }
 };
 
+// The exponent bits of a float: all ones for an inf or a NaN.
+inline uint32_t exponent(float v) { return std::bit_cast<uint32_t>(v) & 0x7f800000u; }
+constexpr uint32_t kNonFinite = 0x7f800000u;
+
 // An image's group of channels, zero-padded and each row split into its even and odd elements
 // (E[j] = row[2j], O[j] = row[2j + 1]): tile tx's columns 2tx .. 2tx + 3 are then E[tx],
-// O[tx], E[tx + 1], O[tx + 1], a vector of tiles by contiguous loads.
-void pad_split(const Tensor& x, const ConvGeom& g, const Layout& l, int64_t grp, int64_t img,
+// O[tx], E[tx + 1], O[tx + 1], a vector of tiles by contiguous loads. Returns whether every
+// value copied is finite.
+bool pad_split(const Tensor& x, const ConvGeom& g, const Layout& l, int64_t grp, int64_t img,
                float* dst) {
   const Strides& st = x.strides();
   const float* src = x.data<float>() + img * st[0] + grp * l.cg * st[1];
@@ -88,19 +94,30 @@ void pad_split(const Tensor& x, const ConvGeom& g, const Layout& l, int64_t grp,
   const int64_t h = std::min(g.h, l.rows - ry0), w = std::min(g.w, 2 * l.tiles_x + 2 - rx0);
   // x[iy, ix] goes to padded column q = ix + rx0: even ix to ev[ix / 2], odd ix to od[ix / 2]
   const int64_t ev = (rx0 & 1 ? l.half : 0) + rx0 / 2, od = (rx0 & 1 ? 0 : l.half) + (rx0 + 1) / 2;
+  uint32_t top = 0;  // the largest exponent met
   for (int64_t c = 0; c < l.cg; ++c)
     for (int64_t iy = 0; iy < h; ++iy) {
       const float* s = src + c * st[1] + iy * st[2];
       float* row = dst + (c * l.rows + iy + ry0) * 2 * l.half;
       float* __restrict e = row + ev;
       float* __restrict o = row + od;
-      if (st[3] == 1) {  // (a loop the compiler vectorizes)
-        for (int64_t k = 0; k < (w + 1) / 2; ++k) e[k] = s[2 * k];
-        for (int64_t k = 0; k < w / 2; ++k) o[k] = s[2 * k + 1];
+      if (st[3] == 1) {  // (loops the compiler vectorizes)
+        for (int64_t k = 0; k < (w + 1) / 2; ++k) {
+          e[k] = s[2 * k];
+          top = std::max(top, exponent(s[2 * k]));
+        }
+        for (int64_t k = 0; k < w / 2; ++k) {
+          o[k] = s[2 * k + 1];
+          top = std::max(top, exponent(s[2 * k + 1]));
+        }
       } else {
-        for (int64_t ix = 0; ix < w; ++ix) (ix & 1 ? o : e)[ix / 2] = s[ix * st[3]];
+        for (int64_t ix = 0; ix < w; ++ix) {
+          (ix & 1 ? o : e)[ix / 2] = s[ix * st[3]];
+          top = std::max(top, exponent(s[ix * st[3]]));
+        }
       }
     }
+  return top != kNonFinite;
 }
 
 // Calls f(ty, tx, n, col) for the runs of tiles along a row that make up tiles [i0, i1) (in
@@ -210,17 +227,21 @@ bool winograd_pays(int64_t cg, int64_t og, int64_t oh, int64_t ow) {
   return cg >= 32 && og >= 32 && hw >= 64 && (hw >= 256 || cg * og <= 64 * 64);
 }
 
-void winograd_filters(const float* w, int64_t filters, int64_t cg, int64_t og, float* u) {
+void winograd_filters(const float* w, int64_t filters, int64_t cg, int64_t og, float* u,
+                      uint8_t* finite) {
   // G g G^T in double, rounded once: G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]. A line of
   // channels at a time, each of the 16 planes written a whole line at once (they lie og * cg
   // apart: written a float at a time, they thrashed one set of L1, a fifth of conv64_8's time).
   constexpr int64_t kLine = 16;
   float r[16][kLine];
+  std::fill(finite, finite + filters / og, uint8_t{1});
   for (int64_t f = 0; f < filters; ++f)
     for (int64_t c0 = 0; c0 < cg; c0 += kLine) {
       const int64_t nc = std::min(kLine, cg - c0);
       for (int64_t c = 0; c < nc; ++c) {
         const float* k = w + (f * cg + c0 + c) * 9;
+        for (int j = 0; j < 9; ++j)
+          if (exponent(k[j]) == kNonFinite) finite[f / og] = 0;
         double t[4][3];  // G g
         for (int j = 0; j < 3; ++j) {
           const double g0 = k[j], g1 = k[3 + j], g2 = k[6 + j];
@@ -242,8 +263,9 @@ void winograd_filters(const float* w, int64_t filters, int64_t cg, int64_t og, f
     }
 }
 
-void conv_winograd(const Tensor& x, const ConvGeom& g, const float* u, const float* bias, bool relu,
-                   const Tensor& out, int64_t t0, int64_t t1) {
+void conv_winograd(const Tensor& x, const ConvGeom& g, const float* w, const float* u,
+                   const uint8_t* finite, const float* bias, bool relu, const Tensor& out,
+                   int64_t t0, int64_t t1) {
   const Layout l(g);
   const int64_t cout = out.size(1), banks = cout / g.cout, hw = g.oh * g.ow;
   std::vector<float> padded(l.cg * l.rows * 2 * l.half);
@@ -254,11 +276,20 @@ void conv_winograd(const Tensor& x, const ConvGeom& g, const float* u, const flo
   for (int64_t t = t0; t < t1;) {
     const int64_t img = t / banks % g.n, grp = t / (banks * g.n);
     const int64_t b0 = t % banks, b1 = std::min(banks, b0 + (t1 - t));
-    pad_split(x, g, l, grp, img, padded.data());
-    for (int64_t i0 = 0; i0 < l.tiles; i0 += l.block) {
+    const bool image_finite = pad_split(x, g, l, grp, img, padded.data());
+    // An inf or NaN in the image or the bank's filters: the direct kernel, whose sums give the
+    // direct convolution's inf and NaN (the transforms' differences turn inf - inf into NaN).
+    // By the image's and bank's own values, so a set batched or alone takes the same path.
+    auto direct = [&](int64_t bank) {
+      return !image_finite || !finite[(bank * g.cout + grp * l.og) / l.og];
+    };
+    bool some = false;  // banks that take the transforms
+    for (int64_t bank = b0; bank < b1; ++bank) some = some || !direct(bank);
+    for (int64_t i0 = 0; some && i0 < l.tiles; i0 += l.block) {
       const int64_t i1 = std::min(l.tiles, i0 + l.block), n = i1 - i0;
       transform_inputs(padded.data(), l, i0, i1, v.get());
       for (int64_t bank = b0; bank < b1; ++bank) {
+        if (direct(bank)) continue;
         const int64_t ch = bank * g.cout + grp * l.og;
         const float* ub = u + ch * 16 * l.cg;  // this bank's group: [16, og, cg]
         for (int64_t e = 0; e < 16; ++e)
@@ -269,6 +300,8 @@ void conv_winograd(const Tensor& x, const ConvGeom& g, const float* u, const flo
                             po + (img * cout + ch + o) * hw);
       }
     }
+    for (int64_t bank = b0; bank < b1; ++bank)
+      if (direct(bank)) conv_planes(x, g, w, bias, relu, out, t + bank - b0, t + bank - b0 + 1);
     t += b1 - b0;
   }
 }

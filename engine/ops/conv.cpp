@@ -120,12 +120,13 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
     count_multiply_adds(out.numel() * ckk);
     const Tensor wc = w.contiguous();
     std::vector<float> u(16 * sets * g.cout * cg);
-    kernels::winograd_filters(wc.data<float>(), sets * g.cout, cg, og, u.data());
+    std::vector<uint8_t> finite(sets * g.groups);
+    kernels::winograd_filters(wc.data<float>(), sets * g.cout, cg, og, u.data(), finite.data());
     const std::vector<float> fbias(bias.begin(), bias.end());
     // t = (group * N + image) * sets + bank: the banks of one image's group share its tiles
     auto tiles = [&](int64_t t0, int64_t t1) {
-      kernels::conv_winograd(x4, g, u.data(), b.defined() ? fbias.data() : nullptr, a.fused_relu,
-                             out, t0, t1);
+      kernels::conv_winograd(x4, g, wc.data<float>(), u.data(), finite.data(),
+                             b.defined() ? fbias.data() : nullptr, a.fused_relu, out, t0, t1);
     };
     const int64_t tasks = sets * g.groups * g.n;
     if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(sets * g.cout) * l * ckk > 4e6)

@@ -54,6 +54,16 @@ kernels::ConvGeom conv_geom(const char* kind, const Shape& x, const Shape& w, co
   g.ow = nx / g.stride[1] + 1;
   return g;
 }
+// A direct kernel's tasks [0, tasks), `madds` multiply-adds in all: on the worker threads past
+// 4 MFLOP (one set's 8x32x16x16 3x3 depthwise layer, 1.2 MFLOP, ran slower on two).
+template <class F>
+void run_direct(int64_t tasks, int64_t madds, F&& f) {
+  count_multiply_adds(madds);
+  if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(madds) > 4e6)
+    parallel_for(tasks, f);
+  else
+    f(0, tasks);
+}
 }  // namespace
 
 void check_conv2d(const char* kind, const Shape& x, const Shape& w, const Shape* b,
@@ -95,19 +105,13 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   // Depthwise (one input channel per group; vmap's per-set inputs stay so): a direct kernel
   // from padded input planes, a task per image and input channel. By shape alone, as below.
   if (x.dtype() == DType::Float32 && g.cin == g.groups) {
-    count_multiply_adds(out.numel() * g.kh * g.kw);
     const Tensor wd = w.contiguous();
     const std::vector<float> fb(bias.begin(), bias.end());
     auto planes = [&](int64_t t0, int64_t t1) {
       kernels::conv_depthwise(x4, g, wd.data<float>(), b.defined() ? fb.data() : nullptr,
                               a.fused_relu, out, t0, t1);
     };
-    // threads past 4 MFLOP, as below: one set's 8x32x16x16 3x3 layer (1.2) ran slower on two
-    const int64_t tasks = g.n * g.cin;
-    if (num_threads() > 1 && tasks > 1 && 2.0 * out.numel() * g.kh * g.kw > 4e6)
-      parallel_for(tasks, planes);
-    else
-      planes(0, tasks);
+    run_direct(g.n * g.cin, out.numel() * g.kh * g.kw, planes);
     return {x.dim() == 3 ? out.squeeze(0) : out};
   }
   // 3x3 filters, stride 1, over enough channels and outputs: Winograd's F(2x2, 3x3), 16
@@ -117,7 +121,6 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   if (x.dtype() == DType::Float32 && g.kh == 3 && g.kw == 3 && g.stride[0] == 1 &&
       g.stride[1] == 1 && g.dil[0] == 1 && g.dil[1] == 1 &&
       kernels::winograd_pays(cg, og, g.oh, g.ow)) {
-    count_multiply_adds(out.numel() * ckk);
     const Tensor wc = w.contiguous();
     std::vector<float> u(16 * sets * g.cout * cg);
     std::vector<uint8_t> finite(sets * g.groups);
@@ -128,11 +131,7 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
       kernels::conv_winograd(x4, g, wc.data<float>(), u.data(), finite.data(),
                              b.defined() ? fbias.data() : nullptr, a.fused_relu, out, t0, t1);
     };
-    const int64_t tasks = sets * g.groups * g.n;
-    if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(sets * g.cout) * l * ckk > 4e6)
-      parallel_for(tasks, tiles);
-    else
-      tiles(0, tasks);
+    run_direct(sets * g.groups * g.n, out.numel() * ckk, tiles);
     return {x.dim() == 3 ? out.squeeze(0) : out};
   }
   // Small float filters times output planes of a few panels each: our register-blocked kernel
@@ -142,7 +141,6 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   // alone, so a set gets the same bits batched, chunked or looped.
   const int64_t hw = g.oh * g.ow;
   if (x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk)) {
-    count_multiply_adds(out.numel() * ckk);  // (the other path's GEMMs count their own)
     Tensor wc = w.contiguous();
     const std::vector<float> fbias(bias.begin(), bias.end());
     // t = (group * N + image) * sets + bank: the banks of one image's group share its copy
@@ -150,11 +148,8 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
       kernels::conv_planes(x4, g, wc.data<float>(), b.defined() ? fbias.data() : nullptr,
                            a.fused_relu, out, t0, t1);
     };
-    const int64_t tasks = sets * g.groups * g.n;
-    if (num_threads() > 1 && tasks > 1 && 2.0 * static_cast<double>(sets * g.cout) * l * ckk > 4e6)
-      parallel_for(tasks, planes);
-    else
-      planes(0, tasks);
+    run_direct(sets * g.groups * g.n, out.numel() * ckk,
+               planes);  // (im2col's GEMMs count their own)
     return {x.dim() == 3 ? out.squeeze(0) : out};
   }
   // Groups a block at a time, the block's columns about the size of the L2 cache: vmap folds

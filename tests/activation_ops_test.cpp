@@ -7,6 +7,7 @@
 #include <functional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "engine/engine.h"
 #include "modules/modules.h"
@@ -76,6 +77,29 @@ TEST_CASE("activation ops: values against PyTorch, float32 and float64") {
   }
   check_values(glu(g.get("glu_input")), g.get("glu"), "glu", 1e-6);
   check_values(glu(g.get("glu_input"), 0), g.get("glu_0"), "glu dim 0", 1e-6);
+}
+
+// torch 1.13's relu is clamp_min(x, 0): relu(-0.0) is -0.0 and NaN stays NaN (checked by hand
+// in torch 1.13: torch.relu(torch.tensor([-0.0])).signbit() is True). The GEMM's fused ReLU
+// (max(0, v)) does the same, so relu(linear) and linear_relu agree to the bit.
+TEST_CASE("relu keeps -0 and NaN as torch, fused or not") {
+  const Tensor y = relu(tensor({-0.0f, NAN, -1.0f, 2.0f, 0.0f}));
+  const std::vector<float> v = y.to_vector<float>();
+  CHECK(std::signbit(v[0]));
+  CHECK(v[0] == 0.0f);
+  CHECK(std::isnan(v[1]));
+  CHECK(!std::signbit(v[2]));
+  CHECK(v[2] == 0.0f);
+  CHECK(v[3] == 2.0f);
+  CHECK(!std::signbit(v[4]));
+  // zero inputs times negative weights plus a bias of -0: every output -0 before the ReLU
+  const Tensor x = zeros({3, 4}), w = full({5, 4}, -1.5f), b = full({5}, -0.0f);
+  const Tensor lin = linear(x, w, b);
+  for (float e : lin.to_vector<float>()) REQUIRE(std::signbit(e));
+  for (const Tensor& r :
+       {relu(lin), linear_relu(x, w, b),
+        batch_norm_relu(lin, zeros({5}), ones({5}), ones({5}), b, false, 0.1, 0.0)})
+    for (float e : r.to_vector<float>()) CHECK((e == 0.0f && std::signbit(e)));
 }
 
 TEST_CASE("activation ops: integer and bool inputs as torch") {
@@ -218,8 +242,11 @@ void check_functional_vmap(nn::Module& m, const std::string& name, bool per_set_
     for (bool loop : {false, true}) {
       CAPTURE(name);
       CAPTURE(loop);
-      Value out = nn::functional_vmap(m, {.params = params, .kwargs = kwargs, .in_dims = in_dims,
-                                          .chunk_size = chunk, .loop = loop});
+      Value out = nn::functional_vmap(m, {.params = params,
+                                          .kwargs = kwargs,
+                                          .in_dims = in_dims,
+                                          .chunk_size = chunk,
+                                          .loop = loop});
       check_close(out.tensor(), file.get("output"), name);
     }
 }

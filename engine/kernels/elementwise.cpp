@@ -103,8 +103,8 @@ T apply_unary(UnaryKind k, T v) {
         return static_cast<T>((v > 0) - (v < 0));  // 0 for NaN and -0.0, as torch
       case UnaryKind::Sigmoid:
         return T(1) / (T(1) + std::exp(-v));
-      case UnaryKind::Relu:
-        return v > 0 ? v : (std::isnan(v) ? v : T(0));
+      case UnaryKind::Relu:  // NaN and -0 kept, as torch's clamp_min(x, 0)
+        return v < T(0) ? T(0) : v;
       case UnaryKind::Gelu:
         return T(0.5) * v * (T(1) + std::erf(v * T(M_SQRT1_2)));
       case UnaryKind::GeluTanh: {
@@ -208,8 +208,7 @@ std::optional<Tensor> simd_unary(UnaryKind kind, const Tensor& x) {
     case UnaryKind::Mish:  // x tanh(softplus(x)); exp's overflow to inf gives x, as it should
       return simd_map<T>(x, [](B v) { return v * xsimd::tanh(xsimd::log1p(exp_lanes<T>(v))); });
     case UnaryKind::Hardswish:
-      return simd_map<T>(
-          x, [](B v) { return v * clamp_lanes(v + B(T(3)), T(0), T(6)) / B(T(6)); });
+      return simd_map<T>(x, [](B v) { return v * clamp_lanes(v + B(T(3)), T(0), T(6)) / B(T(6)); });
     case UnaryKind::Hardsigmoid:
       return simd_map<T>(x, [](B v) { return clamp_lanes(v + B(T(3)), T(0), T(6)) / B(T(6)); });
     case UnaryKind::Relu6:
@@ -536,8 +535,8 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b, DType out_dty
     T* op = ptr<T>(out);
     Nest<4> nest(shape, {broadcast_strides(cc, shape), broadcast_strides(ac, shape),
                          broadcast_strides(bc, shape), out.strides()});
-    const int64_t sc = nest.inner_stride(0), sa = nest.inner_stride(1),
-                  sb = nest.inner_stride(2), so = nest.inner_stride(3);
+    const int64_t sc = nest.inner_stride(0), sa = nest.inner_stride(1), sb = nest.inner_stride(2),
+                  so = nest.inner_stride(3);
     nest.rows([&](const std::array<int64_t, 4>& o, int64_t n) {
       const bool* c = cp + o[0];
       const T* x = ap + o[1];

@@ -25,16 +25,13 @@ void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const double* wv
   }
 }
 
-// The loops run in memory order (with s == 1 a row of c channels at a time, which vectorises):
-// channel by channel, an [N, C] input strided by C through memory that a vmapped call, with
-// every set's channels side by side, made larger than the cache.
-// y = x * scale + shift per channel, then relu's (the unary's: NaN kept, -0 to 0) if Relu
+// y = x * scale + shift per channel, then relu's (NaN and -0 kept, as the unary's) if Relu
 template <bool Relu, class T>
 void scale_shift(const T* x, T* y, int64_t n, int64_t c, int64_t s, const double* scale,
                  const double* shift) {
   auto out = [](double v) {
     const T t = static_cast<T>(v);
-    if constexpr (Relu) return t > 0 ? t : (t != t ? t : T(0));
+    if constexpr (Relu) return t < T(0) ? T(0) : t;
     return t;
   };
   for (int64_t i = 0; i < n; ++i) {
@@ -50,6 +47,9 @@ void scale_shift(const T* x, T* y, int64_t n, int64_t c, int64_t s, const double
   }
 }
 
+// The loops run in memory order (with s == 1 a row of c channels at a time, which vectorises):
+// channel by channel, an [N, C] input strided by C through memory that a vmapped call, with
+// every set's channels side by side, made larger than the cache.
 template <class T>
 void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool compute, double* mean,
                      double* var, const double* w, const double* b, double eps, bool relu) {

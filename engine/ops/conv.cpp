@@ -148,8 +148,7 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
       kernels::conv_planes(x4, g, wc.data<float>(), b.defined() ? fbias.data() : nullptr,
                            a.fused_relu, out, t0, t1);
     };
-    run_direct(sets * g.groups * g.n, out.numel() * ckk,
-               planes);  // (im2col's GEMMs count their own)
+    run_direct(sets * g.groups * g.n, out.numel() * ckk, planes);
     return {x.dim() == 3 ? out.squeeze(0) : out};
   }
   // Groups a block at a time, the block's columns about the size of the L2 cache: vmap folds

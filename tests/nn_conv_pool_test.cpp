@@ -352,6 +352,11 @@ TEST_CASE("conv2d's register-blocked path gathers every geometry's receptive fie
       {1, 2, 18, 36, 3, 2, 2, 2, 2, 0, 0, 1, 1, 1, false},   // stride 2, unpadded
       {1, 2, 17, 40, 3, 4, 4, 3, 3, 2, 2, 1, 1, 1, true},    // stride 3, channels-last
       {1, 6, 17, 17, 6, 3, 3, 1, 1, 1, 1, 1, 1, 3, false},   // last panel not full (289)
+      // input rows of 9-16 and output rows of up to 8 (each input row permuted into its taps)
+      {1, 3, 16, 16, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},  // stride 2: rows of 8 from 16
+      {1, 2, 20, 15, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, false},  // rows of 8 from 15
+      {1, 2, 24, 12, 3, 3, 3, 1, 3, 0, 2, 1, 1, 1, false},  // stride (1, 3): rows of 5 from 12
+      {1, 2, 18, 14, 3, 3, 3, 2, 2, 2, 2, 1, 2, 1, false},  // column dilation: rows of 7
   };
   for (const Case& k : cases) {
     CAPTURE(k.c);

@@ -10,7 +10,7 @@
 #include "engine/kernels/small_gemm.h"
 #include "engine/kernels/windows.h"
 
-#ifdef __AVX512F__
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 
@@ -71,6 +71,9 @@ void copy_tap_rows(const T* src, int64_t src_rows, int step, T* dst, int64_t dst
 }
 
 #ifdef __AVX512F__
+// Whether copy_short_rows takes x's rows (unit stride) for g.
+inline bool short_rows_fit(const ConvGeom& g) { return g.w <= 32 && g.ow <= 16 && g.kw <= 16; }
+
 // PatchPanels' copy of one image's group of channels when an output row fits one register
 // (ow <= 16) and an input row two (w <= 32): each input row is loaded once and gives every kx
 // its output row by one zero-masking permute of two registers, which hold either two input
@@ -122,6 +125,62 @@ void copy_short_rows(const float* src, int64_t cs, int64_t rs, const ConvGeom& g
         for (int64_t kx = 0; kx < g.kw; ++kx)
           _mm512_mask_storeu_ps(base + kx * s0 * block + r * ow, store,
                                 _mm512_maskz_permutex2var_ps(keep[kx], lo, idx[kx], hi));
+      }
+    }
+}
+#elif defined(__AVX2__)
+inline bool short_rows_fit(const ConvGeom& g) { return g.w <= 16 && g.ow <= 8 && g.kw <= 16; }
+
+// AVX2's form of the copy above, for input rows of up to 16 and output rows of up to 8: each
+// input row loaded once as two registers, each kx's output row one permute of each and a blend.
+void copy_short_rows(const float* src, int64_t cs, int64_t rs, const ConvGeom& g, int64_t ph,
+                     float* dst) {
+  const int64_t cg = g.cin / g.groups, s0 = g.stride[0], ow = g.ow;
+  constexpr int64_t kMaxKw = 16;
+  __m256i idx[kMaxKw];
+  __m256 from_hi[kMaxKw], keep[kMaxKw];  // lanes read from the second register; from the input
+  for (int64_t kx = 0; kx < g.kw; ++kx) {
+    alignas(32) int32_t lanes[8] = {}, hi[8] = {}, in[8] = {};
+    for (int64_t j = 0; j < ow; ++j) {
+      const int64_t ix = j * g.stride[1] + kx * g.dil[1] - g.pad[1];
+      if (ix < 0 || ix >= g.w) continue;
+      lanes[j] = static_cast<int32_t>(ix % 8);
+      hi[j] = ix >= 8 ? -1 : 0;
+      in[j] = -1;
+    }
+    idx[kx] = _mm256_load_si256(reinterpret_cast<const __m256i*>(lanes));
+    from_hi[kx] = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(hi)));
+    keep[kx] = _mm256_castsi256_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(in)));
+  }
+  auto first_n = [](int64_t n) {  // a maskload/maskstore mask of the first n lanes
+    alignas(32) int32_t m[8];
+    for (int64_t i = 0; i < 8; ++i) m[i] = i < n ? -1 : 0;
+    return _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
+  };
+  const int64_t w0 = std::min<int64_t>(g.w, 8);
+  const __m256i first = first_n(w0), second = first_n(g.w - w0), out_lanes = first_n(ow);
+  const int64_t block = ph * ow;  // one (c, kx, phase)'s rows in dst
+  for (int64_t c = 0; c < cg; ++c)
+    for (int64_t a = 0; a < s0; ++a) {
+      float* base = dst + (c * g.kw * s0 + a) * block;
+      for (int64_t r = 0; r < ph; ++r) {
+        const int64_t iy = r * s0 + a - g.pad[0];  // zeros outside the input
+        __m256 lo = _mm256_setzero_ps(), hi = lo;
+        if (iy >= 0 && iy < g.h) {
+          const float* p = src + c * cs + iy * rs;
+          lo = _mm256_maskload_ps(p, first);
+          hi = _mm256_maskload_ps(p + 8, second);
+        }
+        for (int64_t kx = 0; kx < g.kw; ++kx) {
+          const __m256 v = _mm256_and_ps(
+              keep[kx], _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx[kx]),
+                                         _mm256_permutevar8x32_ps(hi, idx[kx]), from_hi[kx]));
+          float* d = base + kx * s0 * block + r * ow;
+          if (ow == 8)
+            _mm256_storeu_ps(d, v);
+          else
+            _mm256_maskstore_ps(d, out_lanes, v);
+        }
       }
     }
 }
@@ -254,8 +313,8 @@ class PatchPanels final : public PanelSource {
     copied_ = src;
     const int64_t s0 = g_.stride[0], s1 = g_.stride[1], ow = g_.ow;
     float* dst = copy_at_;
-#ifdef __AVX512F__
-    if (xss_ == 1 && g_.w <= 32 && ow <= 16 && g_.kw <= 16) {
+#if defined(__AVX512F__) || defined(__AVX2__)
+    if (xss_ == 1 && short_rows_fit(g_)) {
       copy_short_rows(src, xcs_, xrs_, g_, ph_, dst);
       return;
     }

@@ -101,21 +101,20 @@ bool pad_split(const Tensor& x, const ConvGeom& g, const Layout& l, int64_t grp,
       float* row = dst + (c * l.rows + iy + ry0) * 2 * l.half;
       float* __restrict e = row + ev;
       float* __restrict o = row + od;
-      if (st[3] == 1) {  // (loops the compiler vectorizes)
+      auto split = [&](int64_t sx) {  // (loops the compiler vectorizes where sx is 1)
         for (int64_t k = 0; k < (w + 1) / 2; ++k) {
-          e[k] = s[2 * k];
-          top = std::max(top, exponent(s[2 * k]));
+          e[k] = s[2 * k * sx];
+          top = std::max(top, exponent(e[k]));
         }
         for (int64_t k = 0; k < w / 2; ++k) {
-          o[k] = s[2 * k + 1];
-          top = std::max(top, exponent(s[2 * k + 1]));
+          o[k] = s[(2 * k + 1) * sx];
+          top = std::max(top, exponent(o[k]));
         }
-      } else {
-        for (int64_t ix = 0; ix < w; ++ix) {
-          (ix & 1 ? o : e)[ix / 2] = s[ix * st[3]];
-          top = std::max(top, exponent(s[ix * st[3]]));
-        }
-      }
+      };
+      if (st[3] == 1)
+        split(1);
+      else
+        split(st[3]);
     }
   return top != kNonFinite;
 }

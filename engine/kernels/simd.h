@@ -43,6 +43,13 @@ xsimd::batch<T, A> div_exact(xsimd::batch<T, A> a, xsimd::batch<T, A> b) {
   return a / b;
 }
 
+// relu's max(v, 0) as the fused kernels store it: a NaN v is kept and so is -0, as torch's
+// clamp_min (maxps returns its second operand when either is NaN or both are zero).
+template <class T, class A>
+xsimd::batch<T, A> relu_keep_nan(xsimd::batch<T, A> v) {
+  return xsimd::max(xsimd::batch<T, A>(T(0)), v);
+}
+
 #ifdef __AVX2__
 // In the including kernel file's level (TD_ISA): one name per level, so that no level's copy is
 // linked in for another's.

@@ -48,9 +48,6 @@ struct Product {
   const PanelSource* src = nullptr;
 };
 
-// max(v, 0) with a NaN v kept, as relu: maxps returns its second operand when either is NaN
-inline V relu_keep_nan(V v) { return xsimd::max(V(0.0f), v); }
-
 // One R x nc tile (R <= MR + 2, nc <= NR) over kc steps of the packed panel. first: start from the
 // bias (a packed column row and/or a scalar per row); otherwise continue from what c holds.
 // Row p of a panel: packed (aligned, NR floats apart) or, gathered (G), at panel + offs[p].

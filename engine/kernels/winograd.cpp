@@ -11,6 +11,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "engine/kernels/kernels.h"
+#include "engine/kernels/simd.h"
 #include "engine/kernels/small_gemm.h"
 
 #ifdef __AVX2__
@@ -32,10 +33,6 @@ using TV = xsimd::batch<float, xsimd::avx2>;
 using TV = xsimd::batch<float>;
 #endif
 constexpr int64_t TW = static_cast<int64_t>(TV::size);
-
-// max(v, 0) with a NaN v kept, as small_gemm's ReLU: maxps returns its second operand when
-// either is NaN
-inline TV relu_keep_nan(TV v) { return xsimd::max(TV(0.0f), v); }
 
 // lo, hi = a[0], b[0], a[1], b[1], ...: xsimd 8's AVX zip_lo and zip_hi interleave within each
 // 128-bit half only

@@ -22,8 +22,8 @@ using namespace td::test;
 // columns around its two-vector panel and the narrow cases (1-4 columns as dot products, and
 // 5-16 too with AVX-512 from a depth of two vectors, with partial last vectors and row
 // remainders, or transposed when x's rows are strided), depths
-// past its 16 KiB panel), its direct loop for tiny products, and the Eigen path (x over 1 MiB;
-// over 256 KiB without AVX-512), against a double loop: shared and per-set operands, bias none,
+// past its 16 KiB panel, and for any size of x), its direct loop for tiny products, and the
+// Eigen path (x over 1 MiB; over 256 KiB without AVX-512), against a double loop: shared and per-set operands, bias none,
 // shared or per set, ReLU on and off, transposed storage of either operand.
 TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive loop") {
   struct Case {
@@ -38,7 +38,9 @@ TEST_CASE("batched gemm_nt: tile edges, sharing, bias and ReLU against the naive
       {1, 33, 2, 40},    {2, 29, 3, 41},    {1, 11, 4, 45},   {2, 130, 2, 8},   {2, 37, 10, 256},
       {1, 20, 13, 47},   {2, 260, 70, 400}, {1, 520, 9, 520}, {2, 40, 14, 20},  {1, 30, 7, 9},
       {2, 1, 300, 64},   {1, 2, 70, 601},   {2, 1, 33, 17},   {1, 2, 5, 300},   {2, 7, 45, 130},
-      {1, 8, 19, 64},    {1, 7, 9, 0}};
+      {1, 8, 19, 64},    {1, 7, 9, 0},
+      // x over 1 MiB: dot products all the same, for a few columns or a few rows
+      {1, 300, 3, 1000}, {1, 8, 10, 40000}};
   int variant = 0;
   for (const Case& c : cases)
     for (bool shared_x : {false, true})

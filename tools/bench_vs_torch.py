@@ -33,6 +33,11 @@ writes them (per call, in microseconds, with the machine, date, td's revision an
 version) to FILE.csv; --from-csv redraws a picture from such a CSV without running anything.
 Needs matplotlib (apt-get install python3-matplotlib); nothing else here does.
 
+--level avx2 holds both sides to AVX2 on an AVX-512 machine, a stand-in for an AVX2-only one
+(same caches and clock, so only an approximation): td's kernels (TD_ISA=avx2), OpenBLAS's for
+td's and PyTorch's GEMMs (OPENBLAS_CORETYPE=Haswell), PyTorch's ATen (ATEN_CPU_CAPABILITY=avx2)
+and oneDNN (ONEDNN_MAX_CPU_ISA=AVX2).
+
   tools/bench_vs_torch.py --rounds 5 --plot tools/figures/scaling.png
   tools/bench_vs_torch.py --plot tools/figures/scaling.png --from-csv tools/figures/scaling.csv
 """
@@ -46,6 +51,8 @@ import sys
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 ENV = {k: v for k, v in os.environ.items() if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")}
+LEVEL_ENV = {"avx2": {"TD_ISA": "avx2", "OPENBLAS_CORETYPE": "Haswell",
+                      "ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"}}
 
 # workload -> functional_vmap / best PyTorch target, and vmap / own-loop target
 TARGETS = {
@@ -371,6 +378,8 @@ def main():
                          "(also FILE.csv and a table on stdout)")
     ap.add_argument("--from-csv", metavar="FILE.csv",
                     help="with --plot: redraw the picture from a CSV that --plot wrote, no runs")
+    ap.add_argument("--level", choices=sorted(LEVEL_ENV),
+                    help="hold td, OpenBLAS and PyTorch to this instruction-set level")
     ap.add_argument("--torch-side", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--sets-list", type=lambda v: [int(n) for n in v.split(",")],
                     help=argparse.SUPPRESS)
@@ -378,6 +387,9 @@ def main():
     ap.add_argument("--repeat", type=int, default=5, help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=2, help=argparse.SUPPRESS)
     a = ap.parse_args()
+    if a.level and not a.torch_side:
+        ENV.update(LEVEL_ENV[a.level])
+        print("held to " + a.level + ": " + " ".join(f"{k}={v}" for k, v in LEVEL_ENV[a.level].items()))
     if a.torch_side:
         return torch_side(a)
     if a.from_csv:

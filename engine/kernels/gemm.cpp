@@ -190,11 +190,11 @@ void for_each_block(int64_t bt, int64_t m, int64_t n, int64_t k, bool blas, F&& 
 }
 
 // Whether a float32 product y [rows, cols] = x [rows, k] @ w^T goes to the BLAS (else to our
-// register-blocked kernel).
+// register-blocked kernel); rows_in_k: x's and w's rows are contiguous in k.
 template <class T>
-bool goes_to_blas(int64_t rows, int64_t cols, int64_t k) {
+bool goes_to_blas(int64_t rows, int64_t cols, int64_t k, bool rows_in_k) {
   if constexpr (std::is_same_v<T, float>)
-    return !small_gemm_pays(rows, cols, k);
+    return !small_gemm_pays(rows, cols, k, rows_in_k);
   else
     return true;
 }
@@ -415,7 +415,7 @@ void gemm_nt_typed(const Tensor& x, const Tensor& w, const Tensor& bias, const T
   const T *px = x.data<T>(), *pw = w.data<T>();
   T* po = out.data<T>();
   const int64_t xrs = x.stride(1), xcs = x.stride(2), wrs = w.stride(1), wcs = w.stride(2);
-  const bool blas = goes_to_blas<T>(n, m, k);
+  const bool blas = goes_to_blas<T>(n, m, k, xcs == 1 && wcs == 1);
   for_each_block(bt, n, m, k, blas, [&](int64_t i, Block b) {
     // the next set's operands, for the kernel to prefetch
     SmallGemmNext next;

@@ -428,10 +428,23 @@ void run_dot(const float* x, int64_t xrs, const float* w, int64_t wrs, const flo
   }
 }
 
+// Whether small_gemm_nt takes dot products (run_dot) for rows of x and w contiguous in k: for
+// few columns; with AVX-512's reduction tree, for up to 16 once k spans two vectors
+// (Linear(256, 10) over 32 sets of 128 rows: 350 -> 260 us); and for a few rows (an ensemble run
+// on one input or a handful), where a packed panel of w^T would serve one or two tiles, so
+// packing it costs about what the products do, once k is long enough to pay for the reductions.
+bool takes_dots(int64_t m, int64_t n, int64_t k) {
+  const bool few_rows = m <= 2 || (m <= 8 && k >= 4 * W);
+  return n <= kDotCols || (W == 16 && n <= 16 && k >= 2 * W) || few_rows;
+}
+
 }  // namespace
 
-bool small_gemm_pays(int64_t m, int64_t n, int64_t k) {
-  (void)n;
+bool small_gemm_pays(int64_t m, int64_t n, int64_t k, bool rows_in_k) {
+  // Dot products pack nothing: whatever x's size they pay where x is read once (a group of
+  // kDotCols columns) or has a few rows, which each group of w's rows meets from L2 (Linear(16384,
+  // 10) on 8 rows at AVX2: OpenBLAS spent two fifths of its time packing)
+  if (rows_in_k && takes_dots(m, n, k) && (n <= kDotCols || m <= 8)) return true;
   // Measured against OpenBLAS 0.3.21, one thread: on Zen 3 (AVX2, 512 KiB L2) this kernel lost
   // beyond 256 KiB of x; on Zen 4 (AVX-512, 1 MiB L2) it wins up to 1 MiB (mlp8_large's
   // [256, 512] and [256, 1024] inputs: 1.09-1.10x; 1.02-1.15x over other shapes) and is mixed
@@ -454,13 +467,7 @@ void small_gemm_nt(const float* x, int64_t xrs, int64_t xcs, const float* w, int
       }
     return;
   }
-  // With AVX-512's reduction tree, dot products also beat packing for up to 16 columns once k
-  // spans two vectors (Linear(256, 10) over 32 sets of 128 rows: 350 -> 260 us).
-  // And for a few rows (an ensemble run on one input or a handful): a packed panel of w^T would
-  // serve one or two tiles, so packing it costs about what the products do; dot products stream
-  // w instead, once k is long enough to pay for their reductions.
-  const bool few_rows = m <= 2 || (m <= 8 && k >= 4 * W);
-  if ((n <= kDotCols || (W == 16 && n <= 16 && k >= 2 * W) || few_rows) && xcs == 1 && wcs == 1) {
+  if (takes_dots(m, n, k) && xcs == 1 && wcs == 1) {
     run_dot(x, xrs, w, wrs, bias, bs, y, yrs, m, n, k, relu);
     return;
   }

@@ -140,7 +140,7 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   // into phases by the stride), most of them in place: no column matrix. A choice by shape
   // alone, so a set gets the same bits batched, chunked or looped.
   const int64_t hw = g.oh * g.ow;
-  if (x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk)) {
+  if (x.dtype() == DType::Float32 && hw >= 64 && kernels::small_gemm_pays(og, hw, ckk, false)) {
     Tensor wc = w.contiguous();
     const std::vector<float> fbias(bias.begin(), bias.end());
     // t = (group * N + image) * sets + bank: the banks of one image's group share its copy

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kernels/kernels.h"
 #include "tests/modules_golden.h"
 #include "tests/test_util.h"
 #include "vmap/vmap.h"
@@ -30,6 +31,22 @@ TEST_CASE("golden: Conv2d with stride, padding, groups, dilation") {
   auto m2 = std::make_shared<nn::Conv2d>(3, 2, 3, 1, 1, nn::Size2{2, 1}, 1, false);
   auto guard2 = g2.get_dict("module").to_module(*m2);
   check_close(m2->forward(g2.get("input")), g2.get("output"), "conv2d dilated");
+}
+
+// The golden file's size is one the Winograd kernel takes at every level; its transforms round
+// differently from the direct sum, so the bound scales with the outputs (about 0.6 here) rather
+// than check_close's 1e-6: a wrong tap or transform would be off by about a term, 0.04.
+TEST_CASE("golden: Conv2d(64, 64, 3, padding=1) through the Winograd kernel") {
+  REQUIRE(kernels::winograd_pays(64, 64, 16, 16));
+  TensorDict g = golden("conv2d_winograd");
+  auto m = std::make_shared<nn::Conv2d>(64, 64, 3, 1, 1);
+  auto guard = g.get_dict("module").to_module(*m);
+  const std::vector<double> got = m->forward(g.get("input")).to_vector<double>();
+  const std::vector<double> want = g.get("output").to_vector<double>();
+  REQUIRE(got.size() == want.size());
+  double worst = 0;
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::abs(got[i] - want[i]));
+  CHECK(worst <= 1e-5);
 }
 
 TEST_CASE("golden: pad in every mode, cropping too") {

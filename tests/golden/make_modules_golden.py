@@ -330,6 +330,13 @@ def transformer_cases():
             [m(data["src_per_set"][i]) for i, m in enumerate(members)])
     save("transformer_stacked", data)
 
+    # a convolution that takes the Winograd kernel (float32, 3x3, stride 1, 64 channels in and
+    # out, 16 x 16 outputs), last and with its own seed so that the files above keep their values
+    torch.manual_seed(31)
+    m = nn.Conv2d(64, 64, 3, padding=1)
+    x = torch.randn(1, 64, 16, 16)
+    save("conv2d_winograd", {**state(m), "input": x, "output": m(x)})
+
 
 if __name__ == "__main__":
     main()

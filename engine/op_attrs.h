@@ -165,13 +165,18 @@ struct BatchNormAttrs {
   bool fused_relu = false;  // batch_norm_relu: ReLU applied as the output is stored
 };
 
-// conv2d(x, w, b?); empty stride/padding/dilation mean 1/0/1
+// conv2d(x, w, b?), or with batch_norm conv2d(x, w, b?, running_mean, running_var, bn_w?, bn_b?);
+// empty stride/padding/dilation mean 1/0/1
 struct ConvAttrs {
   static constexpr const char* kName = "ConvAttrs";
   IntList stride{}, padding{}, dilation{};
   int64_t groups = 1;
-  int64_t sets = 1;  // the weight is `sets` banks of filters, all over the one input
+  int64_t sets = 1;         // the weight is `sets` banks of filters, all over the one input
   bool fused_relu = false;  // conv2d_relu: ReLU applied as the GEMM stores the output
+  // conv2d_batch_norm: an eval-mode BatchNorm (inputs 3-6, one value per output channel, eps
+  // bn_eps) applied to each output plane as it is written, before the ReLU
+  bool batch_norm = false;
+  double bn_eps = 0;
 };
 
 // max_pool2d, avg_pool2d; empty stride = kernel, empty padding/dilation = 0/1

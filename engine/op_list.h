@@ -87,7 +87,7 @@
   /* Norm: layer_norm(x, w?, b?) LayerNormAttrs;                                      \
      batch_norm(x, running_mean?, running_var?, w?, b?) BatchNormAttrs */              \
   X(layer_norm, Norm) X(batch_norm, Norm)                                               \
-  /* Conv: conv2d(x, w, b?) ConvAttrs */                                              \
+  /* Conv: conv2d(x, w, b?[, rm, rv, bn_w?, bn_b?]) ConvAttrs */                       \
   X(conv2d, Conv)                                                                      \
   /* Pool: PoolAttrs */                                                               \
   X(max_pool2d, Pool) X(avg_pool2d, Pool)                                               \

@@ -316,6 +316,16 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
 Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {},
                    const IntOrList& stride = {1, 1}, const ConvPadding& padding = {0, 0},
                    const IntOrList& dilation = {1, 1}, int64_t groups = 1);
+// batch_norm(conv2d(...), running_mean, running_var, bn_weight, bn_bias, training=false, eps),
+// then relu if relu, in one op: BatchNorm's per-channel affine applied to each output plane as
+// the convolution writes it, with the bits of the separate ops (what Sequential runs for a
+// Conv2d followed by a BatchNorm2d in eval mode). The BatchNorm's tensors are 1-D, one value per
+// output channel; bn_weight and bn_bias may be undefined (1 and 0).
+Tensor conv2d_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const IntOrList& stride, const ConvPadding& padding,
+                         const IntOrList& dilation, int64_t groups, const Tensor& running_mean,
+                         const Tensor& running_var, const Tensor& bn_weight, const Tensor& bn_bias,
+                         double eps, bool relu = false);
 // torch.nn.functional.conv1d: x [N, C, L] or unbatched [C, L], weight [out, in/groups, k];
 // stride, padding and dilation one value each (padding also "same"/"valid"). The conv2d op over
 // a unit height, so vmap batches it through conv2d's rule.
@@ -374,8 +384,8 @@ Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}
 // variances, as torch.
 Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {},
                      const Tensor& running_var = {}, const Tensor& weight = {},
-                     const Tensor& bias = {}, bool use_input_stats = true,
-                     double momentum = 0.1, double eps = 1e-5);
+                     const Tensor& bias = {}, bool use_input_stats = true, double momentum = 0.1,
+                     double eps = 1e-5);
 Tensor embedding(const Tensor& indices, const Tensor& weight);
 // torch.einsum: letters a-z A-Z, "->" and an output (else the letters seen once, sorted), "..."
 // for broadcast dims, a repeated letter in one operand for its diagonal. Each operand's private
@@ -385,8 +395,8 @@ inline Tensor einsum(std::string_view equation, std::initializer_list<Tensor> op
   return einsum(equation, std::span<const Tensor>(operands.begin(), operands.size()));
 }
 template <class... Ts>
-  requires(sizeof...(Ts) > 0 && (std::same_as<std::remove_cvref_t<Ts>, Tensor> && ...))
-Tensor einsum(std::string_view equation, const Ts&... operands) {
+requires(sizeof...(Ts) > 0 && (std::same_as<std::remove_cvref_t<Ts>, Tensor> && ...)) Tensor
+    einsum(std::string_view equation, const Ts&... operands) {
   return einsum(equation, {operands...});
 }
 // torch.nn.functional.scaled_dot_product_attention (PyTorch 2.x's math): q [..., L, E],
@@ -471,11 +481,11 @@ TD_INPLACE(fill_, Scalar)
 #undef TD_INPLACE
 // In-place scatter, scatter_add and scatter_reduce (their rules above): self is written, and as
 // in torch neither src nor index may share memory with it.
-#define TD_SCATTER_INPLACE(name, Src)                                                      \
-  const Tensor& name(const Tensor& self, int64_t dim, const Tensor& index, Src src);      \
-  inline Tensor& name(Tensor& self, int64_t dim, const Tensor& index, Src src) {          \
-    name(static_cast<const Tensor&>(self), dim, index, src);                               \
-    return self;                                                                           \
+#define TD_SCATTER_INPLACE(name, Src)                                                \
+  const Tensor& name(const Tensor& self, int64_t dim, const Tensor& index, Src src); \
+  inline Tensor& name(Tensor& self, int64_t dim, const Tensor& index, Src src) {     \
+    name(static_cast<const Tensor&>(self), dim, index, src);                         \
+    return self;                                                                     \
   }
 TD_SCATTER_INPLACE(scatter_, const Tensor&)
 TD_SCATTER_INPLACE(scatter_, Scalar)

@@ -48,13 +48,35 @@ std::optional<Tensor> forward_relu(Module& m, const Tensor& x) {
     return static_cast<BatchNormBase&>(m).forward_relu(x);
   return std::nullopt;
 }
+
+// bn(conv(x)), with a ReLU if relu, in one op where conv is a Conv2d and bn a BatchNorm2d in eval
+// mode with running statistics and the channels conv makes (so that it would not refuse the
+// output); nullopt otherwise.
+std::optional<Tensor> forward_conv_batch_norm(Module& conv, Module& bn, const Tensor& x,
+                                              bool relu) {
+  if (typeid(conv) != typeid(Conv2d) || typeid(bn) != typeid(BatchNorm2d) || x.dim() != 4)
+    return std::nullopt;
+  auto& c = static_cast<Conv2d&>(conv);
+  const auto& b = static_cast<const BatchNorm2d&>(bn);
+  if (b.is_training() || !b.track_running_stats || b.num_features != c.out_channels)
+    return std::nullopt;
+  return c.forward_batch_norm(x, b.running_mean, b.running_var, b.weight, b.bias, b.eps, relu);
+}
 }  // namespace
 
 // A module followed by a ReLU runs as one pass where it can (forward_relu above), saving a pass
-// over the activations.
+// over the activations; so does a Conv2d followed by an eval-mode BatchNorm2d (and a ReLU).
 Value Sequential::forward(const Value& input) {
   Value v = input;
   for (size_t i = 0; i < modules_.size(); ++i) {
+    if (i + 1 < modules_.size() && v.is_tensor()) {
+      const bool relu = i + 2 < modules_.size() && typeid(*modules_[i + 2]) == typeid(ReLU);
+      if (auto y = forward_conv_batch_norm(*modules_[i], *modules_[i + 1], v.tensor(), relu)) {
+        v = std::move(*y);
+        i += relu ? 2 : 1;
+        continue;
+      }
+    }
     if (i + 1 < modules_.size() && typeid(*modules_[i + 1]) == typeid(ReLU) && v.is_tensor()) {
       if (auto y = forward_relu(*modules_[i], v.tensor())) {
         v = std::move(*y);

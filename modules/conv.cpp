@@ -28,8 +28,8 @@ namespace {
 
 // The checks Conv1d and Conv2d share, messages naming the class; sizes: kernel, stride and
 // dilation values (positive), pads: padding values (non-negative).
-void check_conv_options(const char* cls, const std::string& padding_mode, bool same,
-                        bool strided, int64_t in, int64_t out, int64_t groups,
+void check_conv_options(const char* cls, const std::string& padding_mode, bool same, bool strided,
+                        int64_t in, int64_t out, int64_t groups,
                         std::initializer_list<int64_t> sizes, std::initializer_list<int64_t> pads) {
   if (padding_mode != "zeros" && padding_mode != "reflect" && padding_mode != "replicate" &&
       padding_mode != "circular")
@@ -38,8 +38,7 @@ void check_conv_options(const char* cls, const std::string& padding_mode, bool s
                             "'circular', got '",
                             padding_mode, "'");
   if (same && strided)
-    throw_error<ValueError>("[", cls,
-                            "] padding='same' is not supported for strided convolutions");
+    throw_error<ValueError>("[", cls, "] padding='same' is not supported for strided convolutions");
   if (groups <= 0) throw_error<ValueError>("[", cls, "] groups must be positive, got ", groups);
   if (in % groups != 0)
     throw_error<ValueError>("[", cls, "] in_channels must be divisible by groups");
@@ -75,24 +74,40 @@ Conv2d::Conv2d(int64_t in, int64_t out, Size2 k, Size2 s, Padding2 p, Size2 d, i
 }
 
 namespace {
-Tensor conv2d_forward(const Conv2d& m, const Tensor& input, bool relu) {
-  const auto f = relu ? conv2d_relu : conv2d;
+// f(x, padding): the convolution of the input, padded first unless padding_mode is zeros
+template <class F>
+Tensor conv2d_forward(const Conv2d& m, const Tensor& input, F&& f) {
   if (m.padding_mode == "zeros")
-    return f(input, m.weight, m.bias, m.stride.list(),
-             m.padding.mode.empty() ? ConvPadding(m.padding.list()) : ConvPadding(m.padding.mode),
-             m.dilation.list(), m.groups);
+    return f(input,
+             m.padding.mode.empty() ? ConvPadding(m.padding.list()) : ConvPadding(m.padding.mode));
   const auto p =
       m.padding.mode == "same"
           ? conv_same_padding(m.kernel_size.h, m.kernel_size.w, m.dilation.h, m.dilation.w)
           : std::array<int64_t, 4>{m.padding.w, m.padding.w, m.padding.h, m.padding.h};
-  const Tensor x = pad(input, {p[0], p[1], p[2], p[3]}, m.padding_mode);
-  return f(x, m.weight, m.bias, m.stride.list(), {0, 0}, m.dilation.list(), m.groups);
+  return f(pad(input, {p[0], p[1], p[2], p[3]}, m.padding_mode), ConvPadding(IntOrList{0, 0}));
 }
 }  // namespace
 
-Tensor Conv2d::forward(const Tensor& input) { return conv2d_forward(*this, input, false); }
+Tensor Conv2d::forward(const Tensor& input) {
+  return conv2d_forward(*this, input, [&](const Tensor& x, const ConvPadding& p) {
+    return conv2d(x, weight, bias, stride.list(), p, dilation.list(), groups);
+  });
+}
 
-Tensor Conv2d::forward_relu(const Tensor& input) { return conv2d_forward(*this, input, true); }
+Tensor Conv2d::forward_relu(const Tensor& input) {
+  return conv2d_forward(*this, input, [&](const Tensor& x, const ConvPadding& p) {
+    return conv2d_relu(x, weight, bias, stride.list(), p, dilation.list(), groups);
+  });
+}
+
+Tensor Conv2d::forward_batch_norm(const Tensor& input, const Tensor& running_mean,
+                                  const Tensor& running_var, const Tensor& bn_weight,
+                                  const Tensor& bn_bias, double eps, bool relu) {
+  return conv2d_forward(*this, input, [&](const Tensor& x, const ConvPadding& p) {
+    return conv2d_batch_norm(x, weight, bias, stride.list(), p, dilation.list(), groups,
+                             running_mean, running_var, bn_weight, bn_bias, eps, relu);
+  });
+}
 
 std::string Conv2d::extra_repr() const {
   std::ostringstream os;
@@ -130,8 +145,8 @@ Conv1d::Conv1d(int64_t in, int64_t out, int64_t k, int64_t s, Padding1 p, int64_
       dilation(d),
       groups(g),
       padding_mode(std::move(pm)) {
-  check_conv_options("Conv1d", padding_mode, padding.mode == "same", s != 1, in, out, g,
-                     {k, s, d}, {padding.value});
+  check_conv_options("Conv1d", padding_mode, padding.mode == "same", s != 1, in, out, g, {k, s, d},
+                     {padding.value});
   if (padding.mode == "same") conv_same_padding(1, k, 1, d, "Conv1d");
   const int64_t fan_in = checked_numel("Conv1d", {in / g, k});
   double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
@@ -159,8 +174,8 @@ Tensor Conv1d::forward(const Tensor& input) {
 
 std::string Conv1d::extra_repr() const {
   std::ostringstream os;
-  os << in_channels << ", " << out_channels << ", kernel_size=(" << kernel_size
-     << ",), stride=(" << stride << ",)";
+  os << in_channels << ", " << out_channels << ", kernel_size=(" << kernel_size << ",), stride=("
+     << stride << ",)";
   if (!padding.mode.empty())
     os << ", padding=" << padding.mode;
   else if (padding.value)

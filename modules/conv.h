@@ -30,8 +30,8 @@ struct Padding2 : Size2 {
 
 // Conv1d's padding: an int, or PyTorch's string padding "same" or "valid" (in `mode`; value 0).
 struct Padding1 {
-  Padding1(int64_t v) : value(v) {}            // NOLINT
-  Padding1(const std::string& mode);           // NOLINT
+  Padding1(int64_t v) : value(v) {}   // NOLINT
+  Padding1(const std::string& mode);  // NOLINT
   template <size_t N>
   Padding1(const char (&mode)[N]) : Padding1(std::string(mode)) {}  // NOLINT: a literal only
   int64_t value = 0;
@@ -69,6 +69,12 @@ class Conv2d : public Module {
   Tensor forward(const Tensor& input);
   // relu(forward(input)), the ReLU applied as the output is written (Sequential's Conv2d, ReLU)
   Tensor forward_relu(const Tensor& input);
+  // An eval-mode BatchNorm of the output (and a ReLU if relu) applied as it is written, with the
+  // bits of the separate modules (Sequential's Conv2d, BatchNorm2d in eval mode): engine/ops.h's
+  // conv2d_batch_norm.
+  Tensor forward_batch_norm(const Tensor& input, const Tensor& running_mean,
+                            const Tensor& running_var, const Tensor& bn_weight,
+                            const Tensor& bn_bias, double eps, bool relu);
 
   int64_t in_channels, out_channels;
   Size2 kernel_size, stride;

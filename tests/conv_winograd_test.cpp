@@ -94,7 +94,8 @@ Tensor run_planes(const Tensor& x, const Tensor& w, const Tensor& b, const Geom&
   g.stride = {1, 1}, g.pad = {k.p0, k.p1}, g.dil = {1, 1};
   const Tensor wc = w.contiguous(), bc = b.contiguous();
   Tensor out = Tensor::empty({k.n, k.cout, k.oh(), k.ow()}, kFloat32);
-  kernels::conv_planes(x, g, wc.data<float>(), bc.data<float>(), k.relu, out, 0, k.groups * k.n);
+  kernels::conv_planes(x, g, wc.data<float>(), bc.data<float>(), nullptr, nullptr, k.relu, out, 0,
+                       k.groups * k.n);
   return out;
 }
 

@@ -237,6 +237,85 @@ TEST_CASE("Sequential runs a Conv2d followed by a ReLU as one conv2d_relu, with 
   }
 }
 
+// Conv2d then BatchNorm2d in eval mode (then ReLU) runs as one conv2d_batch_norm: the bits of
+// the modules one by one, alone and in functional_vmap; anything else is left to the modules.
+TEST_CASE("Sequential runs Conv2d, eval-mode BatchNorm2d and ReLU as one op, with the same bits") {
+  auto make = [](const char* mode, bool relu) {
+    manual_seed(15);
+    auto conv = std::make_shared<nn::Conv2d>(3, 8, 3, 2, 1, 1, 1, true, mode);
+    auto bn = std::make_shared<nn::BatchNorm2d>(8);
+    for (auto& [key, t] : bn->named_parameters()) copy_(t, randn(t.shape()));
+    for (auto& [key, t] : bn->named_buffers())
+      if (t.dtype() == kFloat32) copy_(t, abs(randn(t.shape())) + 0.5);
+    std::vector<std::shared_ptr<nn::Module>> mods{conv, bn};
+    if (relu) mods.push_back(std::make_shared<nn::ReLU>());
+    mods.push_back(std::make_shared<nn::Tanh>());
+    auto net = std::make_shared<nn::Sequential>(mods);
+    net->eval();
+    return std::tuple{net, conv, bn};
+  };
+  auto unfused = [](nn::Conv2d& conv, nn::BatchNorm2d& bn, const Tensor& x, bool relu) {
+    Tensor y = bn.forward(conv.forward(x));
+    return tanh(relu ? td::relu(y) : y);
+  };
+  for (const char* mode : {"zeros", "reflect"})
+    for (bool relu : {false, true}) {
+      CAPTURE(mode);
+      CAPTURE(relu);
+      auto [net, conv, bn] = make(mode, relu);
+      Tensor x = randn({2, 3, 10, 10});
+      Tensor want = unfused(*conv, *bn, x, relu);
+      reset_kernel_counts();
+      conv->forward(x);
+      const int64_t padding = kernel_count(KernelKind::Other);  // reflect's
+      reset_kernel_counts();
+      Tensor got = (*net)({x}).tensor();
+      CHECK(kernel_count(KernelKind::Conv) == 1);
+      CHECK(kernel_count(KernelKind::Other) == padding);  // no BatchNorm pass of its own
+      CHECK(equal(got, want));
+      CHECK_FALSE(allclose(got, tanh(conv->forward(x)), 1e-3, 1e-3));
+      // a per-set ensemble in functional_vmap, on a shared and on a per-set input
+      std::vector<std::shared_ptr<nn::Module>> nets;
+      std::vector<std::tuple<std::shared_ptr<nn::Conv2d>, std::shared_ptr<nn::BatchNorm2d>>> parts;
+      for (int i = 0; i < 3; ++i) {
+        manual_seed(20 + i);
+        auto [n, c, b] = make(mode, relu);
+        for (auto& [key, t] : n->named_parameters()) copy_(t, randn(t.shape()));
+        for (auto& [key, t] : b->named_buffers())
+          if (t.dtype() == kFloat32) copy_(t, abs(randn(t.shape())) + 0.5);
+        nets.push_back(n);
+        parts.emplace_back(c, b);
+      }
+      const TensorDict params = TensorDict::from_modules(nets);
+      Tensor xs = randn({3, 2, 3, 10, 10});
+      std::vector<Tensor> shared_want, per_set_want;
+      for (auto& [c, b] : parts) {
+        shared_want.push_back(unfused(*c, *b, x, relu));
+        per_set_want.push_back(
+            unfused(*c, *b, xs[static_cast<int64_t>(shared_want.size()) - 1], relu));
+      }
+      CHECK(equal(nn::functional_vmap(*nets[0], {.params = params, .args = {x}}).tensor(),
+                  stack(shared_want)));
+      CHECK(equal(
+          nn::functional_vmap(
+              *nets[0], {.params = params, .kwargs = {{"input", xs}}, .in_dims = {{"input", 0}}})
+              .tensor(),
+          stack(per_set_want)));
+    }
+  // left to the modules: training mode (batch statistics), and an unbatched input, which
+  // BatchNorm2d refuses as it does alone
+  auto [net, conv, bn] = make("zeros", true);
+  Tensor x = randn({2, 3, 10, 10});
+  net->train();
+  reset_kernel_counts();
+  Tensor trained = (*net)({x}).tensor();
+  CHECK(kernel_count(KernelKind::Other) == 1);
+  CHECK(trained.shape() == Shape{2, 8, 5, 5});
+  net->eval();
+  CHECK_THROWS_AS((*net)({x[0]}), ValueError);
+  CHECK_THROWS_AS(bn->forward(conv->forward(x[0])), ValueError);
+}
+
 // The fused pass must give relu(batch_norm)'s bits (the ReLU of the stored value, NaN kept) in
 // every mode, and leave the running stats as the unfused module does.
 TEST_CASE("Sequential runs a BatchNorm followed by a ReLU as one pass, with the same bits") {

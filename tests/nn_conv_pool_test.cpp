@@ -455,6 +455,102 @@ TEST_CASE("conv2d_relu is relu(conv2d) bit for bit, on every path and under vmap
   }
 }
 
+// The folded BatchNorm applies batch_norm's own factors and pass, so the bits are those of the two
+// ops on every path (the register-blocked kernel applies it per plane as it writes, the others
+// after), and under vmap whichever of x, the filters and the BatchNorm's tensors are per set.
+TEST_CASE("conv2d_batch_norm is batch_norm(conv2d) bit for bit, on every path and under vmap") {
+  struct Case {
+    int64_t n, c, h, w, o, k, s, p, g;
+    DType dt;
+  };
+  const Case cases[] = {
+      {2, 4, 16, 16, 6, 3, 1, 1, 1, kFloat32},    // the register-blocked path, in place
+      {2, 4, 17, 17, 6, 3, 2, 1, 2, kFloat32},    // stride 2, groups, a short last panel
+      {1, 3, 5, 5, 4, 3, 1, 1, 1, kFloat32},      // planes under 64 pixels: im2col and a GEMM
+      {2, 4, 12, 12, 6, 3, 1, 1, 1, kFloat64},    // float64: im2col and a GEMM
+      {2, 4, 11, 11, 4, 3, 1, 1, 4, kFloat32},    // depthwise: the direct kernel
+      {1, 64, 16, 16, 64, 3, 1, 1, 1, kFloat32},  // Winograd at every level
+  };
+  const double eps = 1e-3;
+  for (const Case& k : cases) {
+    CAPTURE(k.c);
+    CAPTURE(k.h);
+    CAPTURE(k.dt);
+    Tensor x = seq({k.n, k.c, k.h, k.w}, k.dt, 0.31);
+    std::vector<double> xv = x.to_vector<double>();
+    xv[5] = std::numeric_limits<double>::quiet_NaN();
+    x = tensor<double>(xv, x.shape()).to(k.dt);
+    Tensor w = sub(seq({k.o, k.c / k.g, k.k, k.k}, k.dt, 0.57), 0.2);
+    Tensor b = sub(seq({k.o}, k.dt, 1.1), 0.3);
+    Tensor rm = sub(seq({k.o}, k.dt, 0.7), 0.4), rv = add(seq({k.o}, k.dt, 0.9), 0.2);
+    Tensor bw = sub(seq({k.o}, k.dt, 1.3), 0.5), bb = sub(seq({k.o}, k.dt, 0.4), 0.1);
+    auto unfused = [&](const Tensor& xi, const Tensor& wi, const Tensor& bi, const Tensor& mi,
+                       const Tensor& vi, const Tensor& gi, const Tensor& ci, bool relu) {
+      Tensor y = batch_norm(conv2d(xi, wi, bi, k.s, k.p, 1, k.g), mi, vi, gi, ci, false, 0.1, eps);
+      return relu ? td::relu(y) : y;
+    };
+    for (bool relu : {false, true}) {
+      CAPTURE(relu);
+      Tensor fused = conv2d_batch_norm(x, w, b, k.s, k.p, 1, k.g, rm, rv, bw, bb, eps, relu);
+      Tensor ref = unfused(x, w, b, rm, rv, bw, bb, relu);
+      CHECK(tensor_bits_equal(fused, ref));
+      // the BatchNorm did something: its output is not the convolution's
+      CHECK_FALSE(allclose(ref, conv2d(x, w, b, k.s, k.p, 1, k.g), 1e-3, 1e-3));
+      CHECK(tensor_bits_equal(conv2d_batch_norm(x, w, Tensor(), k.s, k.p, 1, k.g, rm, rv, Tensor(),
+                                                Tensor(), eps, relu),
+                              unfused(x, w, Tensor(), rm, rv, Tensor(), Tensor(), relu)));
+      CHECK(tensor_bits_equal(
+          conv2d_batch_norm(x[0], w, b, k.s, k.p, 1, k.g, rm, rv, bw, bb, eps, relu),
+          unfused(x, w, b, rm, rv, bw, bb, relu)[0]));
+    }
+
+    // under vmap, the BatchNorm's tensors per set with the filters, or alone
+    const int64_t sets = 3;
+    auto three = [](const Tensor& t, double a) { return stack({t, mul(t, a), add(t, 0.1)}); };
+    Tensor ws = three(w, -1.0), bs = three(b, -1.0), xs = three(x, 0.5);
+    Tensor rms = three(rm, 2.0), rvs = three(rv, 3.0), bws = three(bw, -1.0), bbs = three(bb, 2.0);
+    auto f = [&](Tensor xi, Tensor wi, Tensor bi, Tensor mi, Tensor vi, Tensor gi, Tensor ci) {
+      return conv2d_batch_norm(xi, wi, bi, k.s, k.p, 1, k.g, mi, vi, gi, ci, eps, true);
+    };
+    auto check_vmap = [&](std::vector<std::optional<int64_t>> dims, std::vector<Tensor> args) {
+      const Tensor got =
+          vmap(f, {.in_dims = dims})(args[0], args[1], args[2], args[3], args[4], args[5], args[6]);
+      std::vector<Tensor> outs;
+      for (int64_t i = 0; i < sets; ++i) {
+        std::vector<Tensor> a;
+        for (size_t j = 0; j < args.size(); ++j) a.push_back(dims[j] ? args[j][i] : args[j]);
+        outs.push_back(unfused(a[0], a[1], a[2], a[3], a[4], a[5], a[6], true));
+      }
+      CHECK(tensor_bits_equal(got, stack(outs)));
+    };
+    const std::optional<int64_t> s0 = 0, no = std::nullopt;
+    check_vmap({no, s0, s0, s0, s0, s0, s0}, {x, ws, bs, rms, rvs, bws, bbs});
+    check_vmap({s0, no, no, no, no, no, no}, {xs, w, b, rm, rv, bw, bb});
+    check_vmap({s0, s0, s0, s0, s0, s0, s0}, {xs, ws, bs, rms, rvs, bws, bbs});
+    check_vmap({no, no, no, s0, s0, no, s0}, {x, w, b, rms, rvs, bw, bbs});
+    check_vmap({s0, no, s0, no, s0, s0, no}, {xs, w, bs, rm, rvs, bws, bb});
+  }
+  // a BatchNorm of other channels than the output's is refused, naming it and the shapes
+  Tensor x = seq({1, 2, 8, 8}, kFloat32, 0.3), w = seq({4, 2, 3, 3}, kFloat32, 0.5);
+  Tensor four = ones({4}), five = ones({5});
+  CHECK_THROWS_WITH_AS(
+      conv2d_batch_norm(x, w, Tensor(), 1, 1, 1, 1, five, four, Tensor(), Tensor(), 1e-5),
+      doctest::Contains("running_mean of shape [5] does not match the output's "
+                        "4 channels"),
+      ValueError);
+  CHECK_THROWS_WITH_AS(
+      conv2d_batch_norm(x, w, Tensor(), 1, 1, 1, 1, four, four, ones({4, 1}), Tensor(), 1e-5),
+      doctest::Contains("batch_norm weight"), ValueError);
+  CHECK_THROWS_WITH_AS(
+      conv2d_batch_norm(x, w, Tensor(), 1, 1, 1, 1, four, Tensor(), Tensor(), Tensor(), 1e-5),
+      doctest::Contains("running_var"), ValueError);
+  auto g = [&](const Tensor& ws, const Tensor& m) {
+    return conv2d_batch_norm(x, ws, Tensor(), 1, 1, 1, 1, m, four, Tensor(), Tensor(), 1e-5);
+  };
+  CHECK_THROWS_WITH_AS(vmap(g, {.in_dims = {0, 0}})(stack({w, w}), ones({2, 5})),
+                       doctest::Contains("per-set shape [5]"), ValueError);
+}
+
 TEST_CASE("conv2d with groups whose columns fill the cache runs them in blocks, same values") {
   // 5 groups of 2 channels, 3x3, on [2, 10, 60, 60]: each group's columns are 18 x 7200 floats
   // (518 KB), so the kernel makes them two groups at a time (blocks of 2, 2, 1)

@@ -362,8 +362,9 @@ class PatchPanels final : public PanelSource {
 
 }  // namespace
 
-void conv_planes(const Tensor& x, const ConvGeom& g, const float* w, const float* bias, bool relu,
-                 const Tensor& out, int64_t t0, int64_t t1) {
+void conv_planes(const Tensor& x, const ConvGeom& g, const float* w, const float* bias,
+                 const double* bn_scale, const double* bn_shift, bool relu, const Tensor& out,
+                 int64_t t0, int64_t t1) {
   const int64_t ckk = g.cin / g.groups * g.kh * g.kw, hw = g.oh * g.ow;
   const int64_t og = g.cout / g.groups, cout = out.size(1), banks = cout / g.cout;
   PatchPanels patches(x, g);
@@ -372,8 +373,13 @@ void conv_planes(const Tensor& x, const ConvGeom& g, const float* w, const float
     const int64_t bank = t % banks, img = t / banks % g.n, grp = t / (banks * g.n);
     const int64_t ch = bank * g.cout + grp * og;
     patches.select(grp, img);
-    small_gemm_panels(w + ch * ckk, ckk, patches, bias ? bias + ch : nullptr,
-                      po + (img * cout + ch) * hw, hw, og, hw, ckk, relu);
+    float* planes = po + (img * cout + ch) * hw;
+    small_gemm_panels(w + ch * ckk, ckk, patches, bias ? bias + ch : nullptr, planes, hw, og, hw,
+                      ckk, relu && !bn_scale);
+    // the BatchNorm while the planes are in cache (a pass of its own over the whole output cost
+    // conv_s2_bn16 6%)
+    if (bn_scale)
+      batch_norm_scale_shift(planes, planes, 1, og, hw, bn_scale + ch, bn_shift + ch, relu);
   }
 }
 

@@ -25,12 +25,13 @@ void layer_norm_loop(const T* x, T* y, int64_t rows, int64_t d, const double* wv
   }
 }
 
-// y = x * scale + shift per channel, then relu's (NaN and -0 kept, as the unary's) if Relu
+// y = x * scale + shift per channel, then relu's (NaN and -0 kept, as the unary's) if Relu. In
+// x's type, as PyTorch's kernel, the factors rounded to it once: in double, each element's two
+// conversions made this the cost of a convolution's output pass even in cache.
 template <bool Relu, class T>
-void scale_shift(const T* x, T* y, int64_t n, int64_t c, int64_t s, const double* scale,
-                 const double* shift) {
-  auto out = [](double v) {
-    const T t = static_cast<T>(v);
+void scale_shift(const T* x, T* y, int64_t n, int64_t c, int64_t s, const double* scale64,
+                 const double* shift64) {
+  auto out = [](T t) {
     if constexpr (Relu) return t < T(0) ? T(0) : t;
     return t;
   };
@@ -38,11 +39,13 @@ void scale_shift(const T* x, T* y, int64_t n, int64_t c, int64_t s, const double
     const T* row = x + i * c * s;
     T* dst = y + i * c * s;
     if (s == 1) {
-      for (int64_t ch = 0; ch < c; ++ch) dst[ch] = out(row[ch] * scale[ch] + shift[ch]);
-    } else {
       for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t j = 0; j < s; ++j)
-          dst[ch * s + j] = out(row[ch * s + j] * scale[ch] + shift[ch]);
+        dst[ch] = out(row[ch] * static_cast<T>(scale64[ch]) + static_cast<T>(shift64[ch]));
+    } else {
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const T a = static_cast<T>(scale64[ch]), b = static_cast<T>(shift64[ch]);
+        for (int64_t j = 0; j < s; ++j) dst[ch * s + j] = out(row[ch * s + j] * a + b);
+      }
     }
   }
 }
@@ -78,17 +81,27 @@ void batch_norm_loop(const T* x, T* y, int64_t n, int64_t c, int64_t s, bool com
         [&](const T* p, int64_t ch) { return row_sum_squares(p, s, mean[ch]); });
   }
   std::vector<double> scale(c), shift(c);
+  batch_norm_factors(c, mean, var, w, b, eps, scale.data(), shift.data());
+  batch_norm_scale_shift(x, y, n, c, s, scale.data(), shift.data(), relu);
+}
+
+}  // namespace
+
+void batch_norm_factors(int64_t c, const double* mean, const double* var, const double* w,
+                        const double* b, double eps, double* scale, double* shift) {
   for (int64_t ch = 0; ch < c; ++ch) {
     scale[ch] = w[ch] / std::sqrt(var[ch] + eps);
     shift[ch] = b[ch] - mean[ch] * scale[ch];
   }
-  if (relu)
-    scale_shift<true>(x, y, n, c, s, scale.data(), shift.data());
-  else
-    scale_shift<false>(x, y, n, c, s, scale.data(), shift.data());
 }
-
-}  // namespace
+void batch_norm_scale_shift(const float* x, float* y, int64_t n, int64_t c, int64_t s,
+                            const double* scale, const double* shift, bool relu) {
+  (relu ? scale_shift<true, float> : scale_shift<false, float>)(x, y, n, c, s, scale, shift);
+}
+void batch_norm_scale_shift(const double* x, double* y, int64_t n, int64_t c, int64_t s,
+                            const double* scale, const double* shift, bool relu) {
+  (relu ? scale_shift<true, double> : scale_shift<false, double>)(x, y, n, c, s, scale, shift);
+}
 
 void layer_norm_rows(const float* x, float* y, int64_t rows, int64_t d, const double* w,
                      const double* b, double eps, int64_t rows_per_set) {

@@ -297,7 +297,8 @@ void conv_winograd(const Tensor& x, const ConvGeom& g, const float* w, const flo
       }
     }
     for (int64_t bank = b0; bank < b1; ++bank)
-      if (direct(bank)) conv_planes(x, g, w, bias, relu, out, t + bank - b0, t + bank - b0 + 1);
+      if (direct(bank))
+        conv_planes(x, g, w, bias, nullptr, nullptr, relu, out, t + bank - b0, t + bank - b0 + 1);
     t += b1 - b0;
   }
 }

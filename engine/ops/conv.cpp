@@ -98,21 +98,60 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
   const int64_t og = g.cout / g.groups;
 
   const int64_t cout = sets * g.cout;
+  // An eval-mode BatchNorm folded in (conv2d_batch_norm): batch_norm's factors per output channel
+  std::vector<double> bn_scale, bn_shift;
+  if (a.batch_norm) {
+    const Tensor rm = opt_input(in, 3), rv = opt_input(in, 4);
+    const Tensor bw = opt_input(in, 5), bb = opt_input(in, 6);
+    if (!rm.defined() || !rv.defined())
+      throw_error<ValueError>("[conv2d] a folded batch_norm needs running_mean and running_var");
+    for (const auto& [t, name] :
+         {std::pair{&rm, "running_mean"}, std::pair{&rv, "running_var"},
+          std::pair{&bw, "batch_norm weight"}, std::pair{&bb, "batch_norm bias"}}) {
+      if (!t->defined()) continue;
+      if (t->dim() != 1 || t->size(0) != cout)
+        throw_error<ValueError>("[conv2d] ", name, " of ", shape_word(), " ", t->shape(),
+                                " does not match the output's ", cout, " channels (weight of ",
+                                shape_word(), " ", w.shape(), ")");
+      check_same_dtype("conv2d", x, *t, name);
+    }
+    bn_scale.resize(cout);
+    bn_shift.resize(cout);
+    const std::vector<double> mean = rm.to_vector<double>(), var = rv.to_vector<double>();
+    const std::vector<double> bnw = values_or(bw, cout, 1.0), bnb = values_or(bb, cout, 0.0);
+    kernels::batch_norm_factors(cout, mean.data(), var.data(), bnw.data(), bnb.data(), a.bn_eps,
+                                bn_scale.data(), bn_shift.data());
+  }
+  // with a BatchNorm the ReLU follows it: in its pass, not in the convolution's store
+  const bool relu = a.fused_relu && !a.batch_norm;
   Tensor out = Tensor::empty({g.n, cout, g.oh, g.ow}, x.dtype());
   std::vector<double> bias = values_or(b, cout, 0.0);
   count_kernel(KernelKind::Conv);
   if (out.numel() == 0) return {x.dim() == 3 ? out.squeeze(0) : out};
+  // the result, after the folded BatchNorm's pass where the kernel did not apply it
+  auto result = [&](bool bn_pending) -> std::vector<Tensor> {
+    if (bn_pending) {
+      const int64_t s = g.oh * g.ow;
+      if (out.dtype() == DType::Float32)
+        kernels::batch_norm_scale_shift(out.data<float>(), out.data<float>(), g.n, cout, s,
+                                        bn_scale.data(), bn_shift.data(), a.fused_relu);
+      else
+        kernels::batch_norm_scale_shift(out.data<double>(), out.data<double>(), g.n, cout, s,
+                                        bn_scale.data(), bn_shift.data(), a.fused_relu);
+    }
+    return {x.dim() == 3 ? out.squeeze(0) : out};
+  };
   // Depthwise (one input channel per group; vmap's per-set inputs stay so): a direct kernel
   // from padded input planes, a task per image and input channel. By shape alone, as below.
   if (x.dtype() == DType::Float32 && g.cin == g.groups) {
     const Tensor wd = w.contiguous();
     const std::vector<float> fb(bias.begin(), bias.end());
     auto planes = [&](int64_t t0, int64_t t1) {
-      kernels::conv_depthwise(x4, g, wd.data<float>(), b.defined() ? fb.data() : nullptr,
-                              a.fused_relu, out, t0, t1);
+      kernels::conv_depthwise(x4, g, wd.data<float>(), b.defined() ? fb.data() : nullptr, relu, out,
+                              t0, t1);
     };
     run_direct(g.n * g.cin, out.numel() * g.kh * g.kw, planes);
-    return {x.dim() == 3 ? out.squeeze(0) : out};
+    return result(a.batch_norm);
   }
   // 3x3 filters, stride 1, over enough channels and outputs: Winograd's F(2x2, 3x3), 16
   // multiply-adds per 2x2 outputs and channel instead of 36. By the group's shape alone, as
@@ -129,10 +168,10 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
     // t = (group * N + image) * sets + bank: the banks of one image's group share its tiles
     auto tiles = [&](int64_t t0, int64_t t1) {
       kernels::conv_winograd(x4, g, wc.data<float>(), u.data(), finite.data(),
-                             b.defined() ? fbias.data() : nullptr, a.fused_relu, out, t0, t1);
+                             b.defined() ? fbias.data() : nullptr, relu, out, t0, t1);
     };
     run_direct(sets * g.groups * g.n, out.numel() * ckk, tiles);
-    return {x.dim() == 3 ? out.squeeze(0) : out};
+    return result(a.batch_norm);
   }
   // Small float filters times output planes of a few panels each: our register-blocked kernel
   // writes each image's plane of a group's channels in place, bias included (no scatter pass),
@@ -146,10 +185,11 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
     // t = (group * N + image) * sets + bank: the banks of one image's group share its copy
     auto planes = [&](int64_t t0, int64_t t1) {
       kernels::conv_planes(x4, g, wc.data<float>(), b.defined() ? fbias.data() : nullptr,
-                           a.fused_relu, out, t0, t1);
+                           a.batch_norm ? bn_scale.data() : nullptr,
+                           a.batch_norm ? bn_shift.data() : nullptr, a.fused_relu, out, t0, t1);
     };
     run_direct(sets * g.groups * g.n, out.numel() * ckk, planes);
-    return {x.dim() == 3 ? out.squeeze(0) : out};
+    return result(false);
   }
   // Groups a block at a time, the block's columns about the size of the L2 cache: vmap folds
   // the sets of a per-set input into groups, and all their columns at once outgrew the cache
@@ -168,8 +208,8 @@ std::vector<Tensor> conv2d_impl(std::span<const Tensor> in, const OpAttrs& attrs
       kernels::conv_scatter(res, out, g, ch0, gb * og, bias.data());
     }
   }
-  if (a.fused_relu) out = kernels::unary(kernels::UnaryKind::Relu, out, out.dtype());
-  return {x.dim() == 3 ? out.squeeze(0) : out};
+  if (relu) out = kernels::unary(kernels::UnaryKind::Relu, out, out.dtype());
+  return result(a.batch_norm);
 }
 
 }  // namespace impl
@@ -190,9 +230,15 @@ std::array<int64_t, 4> conv_same_padding(int64_t kh, int64_t kw, int64_t dh, int
 }
 
 namespace {
+// conv2d_batch_norm's BatchNorm
+struct FoldedBatchNorm {
+  const Tensor &running_mean, &running_var, &weight, &bias;
+  double eps;
+};
+
 Tensor conv2d_call(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const IntOrList& stride, const ConvPadding& padding, const IntOrList& dilation,
-                   int64_t groups, bool relu) {
+                   int64_t groups, bool relu, const FoldedBatchNorm* bn = nullptr) {
   // the op reads an empty list as the default; from a caller it is a mistake, as in torch
   auto refuse_empty = [](const char* what, const IntList& v) {
     if (v.empty()) throw_error<ValueError>("[conv2d] ", what, " must have 1 or 2 values, got []");
@@ -204,7 +250,11 @@ Tensor conv2d_call(const Tensor& x, const Tensor& weight, const Tensor& bias,
               .padding = padding.mode.empty() ? padding.values : IntList{0, 0},
               .dilation = dilation.values,
               .groups = groups,
-              .fused_relu = relu};
+              .fused_relu = relu,
+              .batch_norm = bn != nullptr,
+              .bn_eps = bn ? bn->eps : 0.0};
+  std::vector<Tensor> inputs{x, weight, bias};
+  if (bn) inputs.insert(inputs.end(), {bn->running_mean, bn->running_var, bn->weight, bn->bias});
   const IntList& d = dilation.values;
   // what the op would refuse (no weight, one not 4-D or with an empty kernel, a dilation not
   // positive) it refuses with the shapes
@@ -214,11 +264,13 @@ Tensor conv2d_call(const Tensor& x, const Tensor& weight, const Tensor& bias,
     if (std::any_of(a.stride.begin(), a.stride.end(), [](int64_t s) { return s != 1; }))
       throw_error<ValueError>("[conv2d] padding='same' is not supported for strided convolutions");
     const auto p = conv_same_padding(weight.size(2), weight.size(3), d[0], d.back());
-    if (p[0] != p[1] || p[2] != p[3])  // an odd total: its extra element goes last
-      return call_op1(OpId::conv2d, {pad(x, {p[0], p[1], p[2], p[3]}), weight, bias}, a);
+    if (p[0] != p[1] || p[2] != p[3]) {  // an odd total: its extra element goes last
+      inputs[0] = pad(x, {p[0], p[1], p[2], p[3]});
+      return call_op(OpId::conv2d, inputs, a)[0];
+    }
     a.padding = {p[2], p[0]};
   }
-  return call_op1(OpId::conv2d, {x, weight, bias}, a);
+  return call_op(OpId::conv2d, inputs, a)[0];
 }
 }  // namespace
 
@@ -231,6 +283,15 @@ Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias,
                    const IntOrList& stride, const ConvPadding& padding, const IntOrList& dilation,
                    int64_t groups) {
   return conv2d_call(x, weight, bias, stride, padding, dilation, groups, true);
+}
+
+Tensor conv2d_batch_norm(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                         const IntOrList& stride, const ConvPadding& padding,
+                         const IntOrList& dilation, int64_t groups, const Tensor& running_mean,
+                         const Tensor& running_var, const Tensor& bn_weight, const Tensor& bn_bias,
+                         double eps, bool relu) {
+  const FoldedBatchNorm bn{running_mean, running_var, bn_weight, bn_bias, eps};
+  return conv2d_call(x, weight, bias, stride, padding, dilation, groups, relu, &bn);
 }
 
 }  // namespace td

@@ -6,12 +6,16 @@
 namespace td::rules {
 namespace {
 
-Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvAttrs& a, int64_t groups,
-            int64_t sets = 1) {
+// bn: a folded BatchNorm's running_mean, running_var, weight and bias (ConvAttrs::batch_norm), one
+// value per output channel, or none
+Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const std::vector<Tensor>& bn,
+            const ConvAttrs& a, int64_t groups, int64_t sets = 1) {
   ConvAttrs c = a;
   c.groups = groups;
   c.sets = sets;
-  return call_op1(OpId::conv2d, {x, w, b}, c);
+  std::vector<Tensor> inputs{x, w, b};
+  inputs.insert(inputs.end(), bn.begin(), bn.end());
+  return call_op(OpId::conv2d, inputs, c)[0];
 }
 
 // conv2d(x, w, b?):
@@ -23,11 +27,22 @@ Tensor conv(const Tensor& x, const Tensor& w, const Tensor& b, const ConvAttrs& 
 // bias, as one set alone does, instead of adding it afterwards with other bits.
 // A call with sets > 1 (an inner vmap's shared-input ensemble, batched again here) is the
 // grouped conv it equals: the input's channels repeated once per set, groups * sets.
+// A folded BatchNorm's tensors (inputs 3-6) follow the output channels as the bias does.
 std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched> in,
                                  const OpAttrs& any) {
   const auto& attrs = attrs_as<ConvAttrs>(ctx.op, any);
   Batched x = in[0], w = in[1];
   Batched b = in.size() > 2 ? in[2] : Batched{};
+  const std::vector<Batched> bn(in.begin() + std::min<size_t>(in.size(), 3), in.end());
+  bool bn_batched = false;
+  for (const Batched& p : bn) {
+    bn_batched = bn_batched || p.bdim.has_value();
+    if (p.value.defined() && logical_rank(p) != 1)
+      throw_error<ValueError>(
+          "[conv2d] a folded batch_norm's tensors must be 1-D per set, got "
+          "per-set shape ",
+          shape_str(per_set_shape(p)));
+  }
   if (attrs.sets > 1) {
     Tensor xf = move_bdim_to_front(x);  // [B?, N?, C, H, W]
     const int64_t cd = xf.dim() - 3;
@@ -38,6 +53,7 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
     a.groups *= attrs.sets;
     a.sets = 1;
     std::vector<Batched> in2{{rep, x.bdim ? std::optional<int64_t>(0) : std::nullopt}, w, b};
+    in2.insert(in2.end(), bn.begin(), bn.end());
     return conv2d_rule(ctx, in2, a);
   }
   int64_t bsz = ctx.batch_size;
@@ -54,7 +70,9 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
     auto per_set = [](const Batched& p) {
       return p.value.defined() ? zeros(per_set_shape(p), p.value.dtype()) : Tensor();
     };
-    Shape s = conv(per_set(x), per_set(w), per_set(b), attrs, attrs.groups).shape();
+    std::vector<Tensor> bn0;
+    for (const Batched& p : bn) bn0.push_back(per_set(p));
+    Shape s = conv(per_set(x), per_set(w), per_set(b), bn0, attrs, attrs.groups).shape();
     s.insert(s.begin(), 0);
     return one(zeros(s, x.value.dtype()), 0);
   }
@@ -68,7 +86,7 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
     return one(out, xr == 3 && bdim == 1 ? 0 : bdim);
   };
   Tensor y;
-  if (!w.bdim && b.bdim) {
+  if (!w.bdim && (b.bdim || bn_batched)) {
     Shape ws = w.value.shape();
     ws.insert(ws.begin(), bsz);
     w = {w.value.unsqueeze(0).expand(ws), 0};
@@ -76,21 +94,32 @@ std::vector<Batched> conv2d_rule(const RuleContext& ctx, std::span<const Batched
   if (!w.bdim) {
     // BNCHW -> (BN)CHW
     Tensor x2 = xf.flatten(0, 1);
-    y = conv(x2, w.value, b.value, attrs, attrs.groups);
+    std::vector<Tensor> bn1;
+    for (const Batched& p : bn) bn1.push_back(p.value);
+    y = conv(x2, w.value, b.value, bn1, attrs, attrs.groups);
     return finish(y.unflatten(0, {bsz, xf.size(1)}), 0);  // [B, N, O, H', W']
   }
   Tensor wf = move_bdim_to_front(w);  // [B, O, C/g, kh, kw]
   int64_t out_c = wf.size(1);
   Tensor w2 = wf.flatten(0, 1);  // [(B O), C/g, kh, kw]
-  Tensor b2;
-  if (b.value.defined())
-    b2 = b.bdim ? move_bdim_to_front(b).reshape({bsz * out_c})
-                : b.value.unsqueeze(0).expand({bsz, out_c}).reshape({bsz * out_c});
+  // a value per set and output channel: [B*O]
+  auto per_channel = [&](const Batched& p) -> Tensor {
+    if (!p.value.defined()) return {};
+    if (per_set_shape(p) != Shape{out_c})
+      throw_error<ValueError>("[conv2d] per-set shape ", shape_str(per_set_shape(p)),
+                              " of a bias or folded batch_norm tensor does not match the ", out_c,
+                              " output channels of per-set weight ", shape_str(per_set_shape(w)));
+    return p.bdim ? move_bdim_to_front(p).reshape({bsz * out_c})
+                  : p.value.unsqueeze(0).expand({bsz, out_c}).reshape({bsz * out_c});
+  };
+  Tensor b2 = per_channel(b);
+  std::vector<Tensor> bn2;
+  for (const Batched& p : bn) bn2.push_back(per_channel(p));
   if (!x.bdim) {
-    y = conv(xf, w2, b2, attrs, attrs.groups, bsz);  // [N, B*O, H', W']
+    y = conv(xf, w2, b2, bn2, attrs, attrs.groups, bsz);  // [N, B*O, H', W']
   } else {
     Tensor x2 = fold_bdim_into(xf, 1);  // [N, B*C, H, W]
-    y = conv(x2, w2, b2, attrs, attrs.groups * bsz);
+    y = conv(x2, w2, b2, bn2, attrs, attrs.groups * bsz);
   }
   return finish(y.unflatten(1, {bsz, out_c}), 1);
 }

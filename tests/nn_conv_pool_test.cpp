@@ -386,30 +386,37 @@ TEST_CASE("conv2d's register-blocked path gathers every geometry's receptive fie
   check_close(y, ref, 1e-4);
 }
 
+// A convolution on each of conv2d's paths, for the fused variants' tests.
+struct FusedCase {
+  int64_t n, c, h, w, o, k, s, p, g;
+  DType dt;
+};
+const FusedCase kFusedCases[] = {
+    {2, 4, 16, 16, 6, 3, 1, 1, 1, kFloat32},    // the register-blocked path, in place
+    {2, 4, 17, 17, 6, 3, 2, 1, 2, kFloat32},    // stride 2, groups, a short last panel
+    {1, 3, 5, 5, 4, 3, 1, 1, 1, kFloat32},      // planes under 64 pixels: im2col and a GEMM
+    {2, 4, 12, 12, 6, 3, 1, 1, 1, kFloat64},    // float64: im2col and a GEMM
+    {1, 2, 9, 9, 4, 1, 1, 0, 1, kFloat32},      // 1x1, read from x
+    {2, 4, 11, 11, 4, 3, 1, 1, 4, kFloat32},    // depthwise: the direct kernel
+    {2, 4, 12, 12, 8, 3, 2, 1, 4, kFloat32},    // depthwise, multiplier 2, stride 2
+    {1, 64, 16, 16, 64, 3, 1, 1, 1, kFloat32},  // Winograd at every level
+};
+
+// The case's input (a NaN in it, which the fused passes must keep), filters and bias.
+std::tuple<Tensor, Tensor, Tensor> fused_operands(const FusedCase& k) {
+  Tensor x = seq({k.n, k.c, k.h, k.w}, k.dt, 0.31);
+  std::vector<double> xv = x.to_vector<double>();
+  xv[5] = std::numeric_limits<double>::quiet_NaN();
+  return {tensor<double>(xv, x.shape()).to(k.dt),
+          sub(seq({k.o, k.c / k.g, k.k, k.k}, k.dt, 0.57), 0.2), sub(seq({k.o}, k.dt, 1.1), 0.3)};
+}
+
 TEST_CASE("conv2d_relu is relu(conv2d) bit for bit, on every path and under vmap") {
-  struct Case {
-    int64_t n, c, h, w, o, k, s, p, g;
-    DType dt;
-  };
-  const Case cases[] = {
-      {2, 4, 16, 16, 6, 3, 1, 1, 1, kFloat32},  // the register-blocked path, in place
-      {2, 4, 17, 17, 6, 3, 2, 1, 2, kFloat32},  // stride 2, groups, a short last panel
-      {1, 3, 5, 5, 4, 3, 1, 1, 1, kFloat32},    // planes under 64 pixels: im2col and a GEMM
-      {2, 4, 12, 12, 6, 3, 1, 1, 1, kFloat64},  // float64: im2col and a GEMM
-      {1, 2, 9, 9, 4, 1, 1, 0, 1, kFloat32},    // 1x1, read from x
-      {2, 4, 11, 11, 4, 3, 1, 1, 4, kFloat32},  // depthwise: the direct kernel
-      {2, 4, 12, 12, 8, 3, 2, 1, 4, kFloat32},  // depthwise, multiplier 2, stride 2
-  };
-  for (const Case& k : cases) {
+  for (const FusedCase& k : kFusedCases) {
+    CAPTURE(k.c);
     CAPTURE(k.h);
     CAPTURE(k.dt);
-    // a NaN in the input: relu keeps it, and so must the fused store
-    Tensor x = seq({k.n, k.c, k.h, k.w}, k.dt, 0.31);
-    std::vector<double> xv = x.to_vector<double>();
-    xv[5] = std::numeric_limits<double>::quiet_NaN();
-    x = tensor<double>(xv, x.shape()).to(k.dt);
-    Tensor w = sub(seq({k.o, k.c / k.g, k.k, k.k}, k.dt, 0.57), 0.2);
-    Tensor b = sub(seq({k.o}, k.dt, 1.1), 0.3);
+    const auto [x, w, b] = fused_operands(k);
     Tensor fused = conv2d_relu(x, w, b, k.s, k.p, 1, k.g);
     Tensor ref = relu(conv2d(x, w, b, k.s, k.p, 1, k.g));
     REQUIRE(fused.shape() == ref.shape());
@@ -459,29 +466,12 @@ TEST_CASE("conv2d_relu is relu(conv2d) bit for bit, on every path and under vmap
 // ops on every path (the register-blocked kernel applies it per plane as it writes, the others
 // after), and under vmap whichever of x, the filters and the BatchNorm's tensors are per set.
 TEST_CASE("conv2d_batch_norm is batch_norm(conv2d) bit for bit, on every path and under vmap") {
-  struct Case {
-    int64_t n, c, h, w, o, k, s, p, g;
-    DType dt;
-  };
-  const Case cases[] = {
-      {2, 4, 16, 16, 6, 3, 1, 1, 1, kFloat32},    // the register-blocked path, in place
-      {2, 4, 17, 17, 6, 3, 2, 1, 2, kFloat32},    // stride 2, groups, a short last panel
-      {1, 3, 5, 5, 4, 3, 1, 1, 1, kFloat32},      // planes under 64 pixels: im2col and a GEMM
-      {2, 4, 12, 12, 6, 3, 1, 1, 1, kFloat64},    // float64: im2col and a GEMM
-      {2, 4, 11, 11, 4, 3, 1, 1, 4, kFloat32},    // depthwise: the direct kernel
-      {1, 64, 16, 16, 64, 3, 1, 1, 1, kFloat32},  // Winograd at every level
-  };
   const double eps = 1e-3;
-  for (const Case& k : cases) {
+  for (const FusedCase& k : kFusedCases) {
     CAPTURE(k.c);
     CAPTURE(k.h);
     CAPTURE(k.dt);
-    Tensor x = seq({k.n, k.c, k.h, k.w}, k.dt, 0.31);
-    std::vector<double> xv = x.to_vector<double>();
-    xv[5] = std::numeric_limits<double>::quiet_NaN();
-    x = tensor<double>(xv, x.shape()).to(k.dt);
-    Tensor w = sub(seq({k.o, k.c / k.g, k.k, k.k}, k.dt, 0.57), 0.2);
-    Tensor b = sub(seq({k.o}, k.dt, 1.1), 0.3);
+    const auto [x, w, b] = fused_operands(k);
     Tensor rm = sub(seq({k.o}, k.dt, 0.7), 0.4), rv = add(seq({k.o}, k.dt, 0.9), 0.2);
     Tensor bw = sub(seq({k.o}, k.dt, 1.3), 0.5), bb = sub(seq({k.o}, k.dt, 0.4), 0.1);
     auto unfused = [&](const Tensor& xi, const Tensor& wi, const Tensor& bi, const Tensor& mi,
